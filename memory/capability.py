@@ -1,0 +1,334 @@
+"""The read side: ``create_memory_capability()`` and the ``MemoryCapability`` it returns."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar, runtime_checkable
+
+from .blocking import Blocking
+from .clock import Clock, SystemClock
+from .context import TokenCounter, approx_tokens, render_context
+from .embedders import Embedder, resolve_embedder
+from .errors import ConfigurationError, InvalidArgumentError
+from .options import (
+    DigestOptions,
+    EpisodicOptions,
+    HygieneOptions,
+    RecallOptions,
+    SemanticOptions,
+    WorkingOptions,
+    resolve_tier,
+)
+from .recall import Candidate, named_subjects, rank, rank_without_cue, to_memory_item
+from .records import MemoryContext, MemoryItem, RankedMemoryItem, Tier
+from .store import Store, TableName, Where
+from .tiers import TierWriter
+from .tools import MemoryTool, RecallArguments, Toolset
+
+__all__ = [
+    "MEMORY_CAPABILITY_PRESETS",
+    "CapabilityPreset",
+    "MemoryCapability",
+    "MemoryProvider",
+    "create_memory_capability",
+]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+SearchTier = Literal["working", "episodic", "semantic", "digest"]
+_TABLES: dict[SearchTier, TableName] = {
+    "working": "working",
+    "episodic": "episodes",
+    "semantic": "facts",
+    "digest": "digests",
+}
+_LIVE: dict[SearchTier, list[str]] = {
+    "working": ["active", "overflow"],
+    "episodic": ["pending", "consolidated", "failed"],
+    "semantic": ["active"],
+    "digest": ["active"],
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapabilityPreset:
+    """Which tools and which context sections a capability offers."""
+
+    tools: tuple[str, ...]
+    sections: tuple[str, ...]
+
+
+_ALL_SECTIONS = ("digest", "working", "semantic", "relation", "episodic")
+MEMORY_CAPABILITY_PRESETS: dict[str, CapabilityPreset] = {
+    "default": CapabilityPreset(tools=("memory_recall", "memory_connect"), sections=_ALL_SECTIONS),
+    "connect": CapabilityPreset(tools=("memory_recall", "memory_connect"), sections=_ALL_SECTIONS),
+    "recall": CapabilityPreset(tools=("memory_recall",), sections=_ALL_SECTIONS),
+    "context": CapabilityPreset(tools=(), sections=_ALL_SECTIONS),
+    "tools": CapabilityPreset(tools=("memory_recall", "memory_connect"), sections=()),
+}
+
+
+@runtime_checkable
+class MemoryProvider(Protocol):
+    """The read-side contract any memory implementation can satisfy."""
+
+    async def recall(
+        self,
+        ctx: MemoryContext,
+        cue: str | None = None,
+        *,
+        limit: int = 10,
+        tiers: Sequence[str] | None = None,
+        subject: str | None = None,
+    ) -> list[RankedMemoryItem]: ...
+
+    async def format_context(self, input: str, ctx: MemoryContext, *, max_tokens: int | None = None) -> str: ...
+
+
+def _default_store() -> str:
+    return os.environ.get("TIERMEM_STORE") or str(Path.home() / ".tiermem" / "store")
+
+
+class MemoryCapability(TierWriter):
+    """Recall, the context block, tools and typed tier helpers over one store."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        embedder: Embedder,
+        clock: Clock,
+        working: WorkingOptions | None,
+        episodic: EpisodicOptions | None,
+        semantic: SemanticOptions | None,
+        digest: DigestOptions | None,
+        hygiene: HygieneOptions | None,
+        recall_options: RecallOptions,
+        preset: CapabilityPreset,
+        max_context_tokens: int,
+        token_counter: TokenCounter,
+    ) -> None:
+        super().__init__(store=store, embedder=embedder, clock=clock, working=working, semantic=semantic)
+        self.episodic = episodic
+        self.digest = digest
+        self.hygiene = hygiene
+        self.recall_options = recall_options
+        self.preset = preset
+        self.max_context_tokens = max_context_tokens
+        self.token_counter = token_counter
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @staticmethod
+    async def _run(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Store and embedder work is blocking I/O: keep it off the event loop."""
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    def blocking(self) -> Blocking:
+        """A synchronous facade for scripts without asyncio: same methods, no ``await``."""
+        return Blocking(self)
+
+    def enabled_tiers(self) -> list[SearchTier]:
+        flags: dict[SearchTier, object] = {
+            "working": self.working,
+            "episodic": self.episodic,
+            "semantic": self.semantic,
+            "digest": self.digest,
+        }
+        return [tier for tier, opts in flags.items() if opts is not None]
+
+    def _tiers(self, tiers: Sequence[str] | None) -> list[SearchTier]:
+        enabled = self.enabled_tiers()
+        if tiers is None:
+            return enabled
+        unknown = [t for t in tiers if t not in _TABLES]
+        if unknown:
+            raise InvalidArgumentError(f"unknown tiers {unknown}; choose from {list(_TABLES)}")
+        return [t for t in enabled if t in tiers]
+
+    def _where(self, ctx: MemoryContext, tier: SearchTier, subject: str | None) -> Where | None:
+        eq = self.scope(ctx)
+        if tier == "working":
+            if ctx.session_id is None:
+                return None
+            eq["session_id"] = ctx.session_id
+        if subject is not None:
+            eq["subject"] = subject
+        return Where(eq=eq, isin={"status": _LIVE[tier]})
+
+    # -- recall -----------------------------------------------------------------------------
+
+    async def recall(
+        self,
+        ctx: MemoryContext,
+        cue: str | None = None,
+        *,
+        limit: int = 10,
+        tiers: Sequence[str] | None = None,
+        subject: str | None = None,
+    ) -> list[RankedMemoryItem]:
+        """Memories across the enabled tiers, ranked for ``cue`` (most recent and salient without one)."""
+        return await self._run(self.recall_sync, ctx, cue, limit=limit, tiers=tiers, subject=subject)
+
+    def recall_sync(
+        self,
+        ctx: MemoryContext,
+        cue: str | None = None,
+        *,
+        limit: int = 10,
+        tiers: Sequence[str] | None = None,
+        subject: str | None = None,
+    ) -> list[RankedMemoryItem]:
+        """The blocking body of :meth:`recall`."""
+        if not 1 <= limit <= 1000:
+            raise InvalidArgumentError("limit must be between 1 and 1000")
+        aliases = self.aliases_sync(ctx)
+        canon = self.canonical(subject, aliases) if subject is not None else None
+        now = self.clock.now()
+        chosen = self._tiers(tiers)
+        session_seq = self.session_seq(ctx) if "working" in chosen else 0
+        if cue is None or not cue.strip():
+            items: list[MemoryItem] = []
+            for tier in chosen:
+                where = self._where(ctx, tier, canon)
+                if where is not None:
+                    records = self.store.query(_TABLES[tier], where)
+                    items += [self.item(r, now, session_seq) for r in records]
+            return rank_without_cue(items, now=now, options=self.recall_options, limit=limit)
+        query_vector = self.embedder.embed([cue])[0]
+        pool = max(limit * 3, 30)
+        found: dict[tuple[str, str], Candidate] = {}
+        for tier in chosen:
+            where = self._where(ctx, tier, canon)
+            if where is None:
+                continue
+            table = _TABLES[tier]
+            text_hits = self.store.text_search(table, cue, where, limit=pool)
+            lexical = {h.record.id: h.score for h in text_hits}
+            hits = {h.record.id: h for h in self.store.vector_search(table, query_vector, where, limit=pool)}
+            hits.update({h.record.id: h for h in text_hits})
+            for rid, hit in hits.items():
+                found[(tier, rid)] = Candidate(
+                    item=self.item(hit.record, now, session_seq),
+                    similarity=float(hit.vector @ query_vector),
+                    lexical=lexical.get(rid, 0.0),
+                )
+        return rank(
+            list(found.values()),
+            now=now,
+            options=self.recall_options,
+            named=named_subjects(cue, aliases),
+            limit=limit,
+        )
+
+    def item(self, record: Any, now: Any, session_seq: int = 0) -> MemoryItem:
+        return to_memory_item(record, now, semantic=self.semantic, working=self.working, session_seq=session_seq)
+
+    # -- context block ----------------------------------------------------------------------
+
+    async def format_context(self, input: str, ctx: MemoryContext, *, max_tokens: int | None = None) -> str:
+        """The per-turn ``<memory>`` block for ``input``, a section per tier, within ``max_tokens``."""
+        return await self._run(self.format_context_sync, input, ctx, max_tokens=max_tokens)
+
+    def format_context_sync(self, input: str, ctx: MemoryContext, *, max_tokens: int | None = None) -> str:
+        """The blocking body of :meth:`format_context`."""
+        budget = max_tokens if max_tokens is not None else self.max_context_tokens
+        if budget < 16:
+            raise InvalidArgumentError("max_tokens must be at least 16")
+        wanted = [s for s in self.preset.sections if s in self.enabled_tiers() or s == "relation"]
+        sections: dict[str, list[MemoryItem]] = {s: [] for s in wanted}
+        search = [t for t in self.enabled_tiers() if t in wanted and t != "digest"]
+        if search and input.strip():
+            for item in self.recall_sync(ctx, input, limit=24, tiers=search):
+                sections.setdefault(item.tier, []).append(item)
+        now = self.clock.now()
+        if "digest" in wanted:
+            latest = self.latest_digest_sync(ctx)
+            sections["digest"] = [self.item(latest, now)] if latest else []
+        if "working" in wanted and ctx.session_id is not None:
+            seen = {i.id for i in sections.get("working", [])}
+            recent = rank_without_cue(
+                [self.item(e, now, self.session_seq(ctx)) for e in self.working_memory_sync(ctx)],
+                now=now,
+                options=self.recall_options,
+                limit=self.working.capacity if self.working else 7,
+            )
+            sections["working"] = [*sections.get("working", []), *(i for i in recent if i.id not in seen)]
+        return render_context(sections, order=wanted, max_tokens=budget, count=self.token_counter)
+
+    # -- tools ------------------------------------------------------------------------------
+
+    def tools(self, ctx: MemoryContext) -> Toolset:
+        """Tools bound to ``ctx``; arguments can never change whose memory they read."""
+        bound: list[MemoryTool] = []
+        if "memory_recall" in self.preset.tools:
+            bound.append(self._recall_tool(ctx))
+        bound += self.extra_tools(ctx)
+        return Toolset(bound)
+
+    def extra_tools(self, ctx: MemoryContext) -> list[MemoryTool]:
+        """Hook for tools beyond recall (the relations graph adds ``memory_connect``)."""
+        return []
+
+    def _recall_tool(self, ctx: MemoryContext) -> MemoryTool:
+        async def handler(args: Any) -> list[RankedMemoryItem]:
+            assert isinstance(args, RecallArguments)
+            return await self.recall(ctx, args.query, limit=args.limit, tiers=args.tiers, subject=args.subject)
+
+        return MemoryTool(
+            name="memory_recall",
+            description=(
+                "Search long-term memory about the user and the people and organisations in their life. "
+                "Returns memories ranked by relevance, each with its tier, subject and confidence."
+            ),
+            arguments=RecallArguments,
+            handler=handler,
+        )
+
+
+def create_memory_capability(
+    *,
+    store: str | Path | Store | None = None,
+    embedder: Embedder | str | None = None,
+    embedder_dimensions: int | None = None,
+    working: bool | dict[str, Any] | WorkingOptions = True,
+    episodic: bool | dict[str, Any] | EpisodicOptions = True,
+    semantic: bool | dict[str, Any] | SemanticOptions = True,
+    digest: bool | dict[str, Any] | DigestOptions = True,
+    hygiene: bool | dict[str, Any] | HygieneOptions = True,
+    recall: dict[str, Any] | RecallOptions | None = None,
+    preset: str | CapabilityPreset = "default",
+    clock: Clock | None = None,
+    max_context_tokens: int = 1000,
+    token_counter: TokenCounter | None = None,
+) -> MemoryCapability:
+    """Build the read side over a store (a folder, ``s3://...`` or ``db://...``)."""
+    if isinstance(preset, str):
+        if preset not in MEMORY_CAPABILITY_PRESETS:
+            raise ConfigurationError(f"unknown preset {preset!r}; choose from {sorted(MEMORY_CAPABILITY_PRESETS)}")
+        preset = MEMORY_CAPABILITY_PRESETS[preset]
+    emb = resolve_embedder(embedder, dimensions=embedder_dimensions)
+    if isinstance(store, Store):
+        if (store.embedder_id, store.dimensions) != (emb.id, emb.dimensions):
+            raise ConfigurationError("the given Store was opened for another embedder")
+        opened = store
+    else:
+        opened = Store(str(store) if store is not None else _default_store(), embedder_id=emb.id, dimensions=emb.dimensions)
+    return MemoryCapability(
+        store=opened,
+        embedder=emb,
+        clock=clock or SystemClock(),
+        working=resolve_tier(working, WorkingOptions, "working"),
+        episodic=resolve_tier(episodic, EpisodicOptions, "episodic"),
+        semantic=resolve_tier(semantic, SemanticOptions, "semantic"),
+        digest=resolve_tier(digest, DigestOptions, "digest"),
+        hygiene=resolve_tier(hygiene, HygieneOptions, "hygiene"),
+        recall_options=resolve_tier(recall or True, RecallOptions, "recall") or RecallOptions(),
+        preset=preset,
+        max_context_tokens=max_context_tokens,
+        token_counter=token_counter or approx_tokens,
+    )

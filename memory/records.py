@@ -1,0 +1,231 @@
+"""Typed, keyword-only records for every tier, the graph and the turn journal."""
+
+from __future__ import annotations
+
+import unicodedata
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "Alias",
+    "Digest",
+    "Edge",
+    "Episode",
+    "Fact",
+    "MemoryContext",
+    "MemoryItem",
+    "Message",
+    "RankedMemoryItem",
+    "Tier",
+    "Turn",
+    "WorkingEntry",
+]
+
+Tier = Literal["working", "episodic", "semantic", "digest", "relation"]
+"""Where a memory lives; "relation" marks an edge of the relations graph rendered as an item."""
+
+MAX_ID_LENGTH = 256
+
+
+def _check_id(value: str, what: str) -> str:
+    """Ids are opaque strings, but bounded and free of control characters."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string")
+    if len(value) > MAX_ID_LENGTH:
+        raise ValueError(f"{what} is longer than {MAX_ID_LENGTH} characters")
+    if any(unicodedata.category(ch) in {"Cc", "Cs"} for ch in value):
+        raise ValueError(f"{what} contains control characters")
+    return value
+
+
+def _utc(value: datetime) -> datetime:
+    """Naive datetimes are taken as UTC so comparisons never mix naive and aware values."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _aware(cls, value: Any) -> Any:
+        return _utc(value) if isinstance(value, datetime) else value
+
+
+class MemoryContext(_Record):
+    """Who a read or write is for; tools take their authority from this alone."""
+
+    namespace: str = Field(default="default", description="Application or tenant; nothing crosses it.")
+    user_id: str = Field(description="Durable identity of the primary user.")
+    session_id: str | None = Field(default=None, description="One conversation; needed to capture turns.")
+
+    @field_validator("namespace", "user_id")
+    @classmethod
+    def _ids(cls, value: str) -> str:
+        return _check_id(value, "id")
+
+    @field_validator("session_id")
+    @classmethod
+    def _session(cls, value: str | None) -> str | None:
+        return None if value is None else _check_id(value, "session_id")
+
+
+class Message(_Record):
+    """One OpenAI-style chat message as captured."""
+
+    role: Literal["user", "assistant", "system", "tool"] = Field(description="Who produced the message.")
+    content: str = Field(description="The message text.")
+    name: str | None = Field(default=None, description="Which person spoke, when known.")
+
+
+class Turn(_Record):
+    """A captured turn, journaled before any model work."""
+
+    id: str = Field(description="Deterministic id from scope and sequence number.")
+    namespace: str = Field(description="Scope: namespace.")
+    user_id: str = Field(description="Scope: user.")
+    session_id: str = Field(description="Scope: session.")
+    seq: int = Field(ge=0, description="Position of the turn in its session.")
+    messages: tuple[Message, ...] = Field(description="The messages of the turn.")
+    created_at: datetime = Field(description="Capture time (from the injected clock).")
+    status: Literal["pending", "observed", "failed"] = Field(default="pending", description="Observer state.")
+    error: str | None = Field(default=None, description="Last observer error, if any.")
+    attempts: int = Field(default=0, ge=0, description="Observer attempts so far.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Caller metadata (e.g. dia_id).")
+
+    @property
+    def text(self) -> str:
+        """The turn as one line per message, speaker first."""
+        return "\n".join(f"{m.name or m.role}: {m.content}" for m in self.messages)
+
+
+class WorkingEntry(_Record):
+    """An observation from the current session with a decaying salience."""
+
+    id: str = Field(description="Deterministic id.")
+    namespace: str = Field(description="Scope: namespace.")
+    user_id: str = Field(description="Scope: user.")
+    session_id: str = Field(description="Scope: session.")
+    subject: str = Field(description="Canonical subject the observation is about.")
+    kind: str = Field(default="note", description="fact, preference, event, plan, note ...")
+    text: str = Field(description="The observation.")
+    salience: float = Field(default=0.5, ge=0.0, le=1.0, description="Importance when observed.")
+    seq: int = Field(default=0, ge=0, description="Session turn number it was observed at.")
+    created_at: datetime = Field(description="When observed.")
+    updated_at: datetime = Field(description="Last change.")
+    status: Literal["active", "overflow", "closed"] = Field(default="active", description="Lifecycle state.")
+    provenance: tuple[str, ...] = Field(default=(), description="Turn ids it came from.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
+
+
+class Episode(_Record):
+    """A past session encoded as a discrete episode."""
+
+    id: str = Field(description="Deterministic id (one per session).")
+    namespace: str = Field(description="Scope: namespace.")
+    user_id: str = Field(description="Scope: user.")
+    session_id: str = Field(description="The session it encodes.")
+    summary: str = Field(description="What happened, in a few sentences.")
+    subjects: tuple[str, ...] = Field(default=("user",), description="Canonical subjects involved.")
+    started_at: datetime = Field(description="First turn time.")
+    ended_at: datetime = Field(description="Last turn time.")
+    created_at: datetime = Field(description="When encoded.")
+    updated_at: datetime = Field(description="Last change.")
+    salience: float = Field(default=0.5, ge=0.0, le=1.0, description="Importance of the episode.")
+    status: Literal["pending", "consolidated", "failed", "expired"] = Field(
+        default="pending", description="Consolidation state."
+    )
+    error: str | None = Field(default=None, description="Last consolidation error, if any.")
+    provenance: tuple[str, ...] = Field(default=(), description="Turn ids it covers.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
+
+
+class Fact(_Record):
+    """A consolidated fact about one subject."""
+
+    id: str = Field(description="Deterministic id.")
+    namespace: str = Field(description="Scope: namespace.")
+    user_id: str = Field(description="Scope: user.")
+    subject: str = Field(description="Canonical subject the fact is about.")
+    text: str = Field(description="The fact, one sentence.")
+    confidence: float = Field(default=0.8, ge=0.0, le=1.0, description="Confidence at the last reinforcement.")
+    created_at: datetime = Field(description="When first recorded.")
+    updated_at: datetime = Field(description="Last change.")
+    reinforced_at: datetime = Field(description="Last time evidence repeated it; decay counts from here.")
+    reinforcements: int = Field(default=0, ge=0, description="How often it was reinforced.")
+    valid_from: datetime | None = Field(default=None, description="Start of validity, when known.")
+    valid_to: datetime | None = Field(default=None, description="End of validity (set when superseded).")
+    superseded_by: str | None = Field(default=None, description="Id of the fact that replaced it.")
+    status: Literal["active", "superseded", "archived"] = Field(default="active", description="Lifecycle state.")
+    provenance: tuple[str, ...] = Field(default=(), description="Turn ids it came from.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
+
+
+class Digest(_Record):
+    """A narrative rollup of the primary user."""
+
+    id: str = Field(description="Deterministic id.")
+    namespace: str = Field(description="Scope: namespace.")
+    user_id: str = Field(description="Scope: user.")
+    subject: str = Field(default="user", description="Always the primary user.")
+    text: str = Field(description="The narrative.")
+    created_at: datetime = Field(description="When written.")
+    updated_at: datetime = Field(description="Last change.")
+    provenance: tuple[str, ...] = Field(default=(), description="Fact ids it was written from.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
+
+
+class Edge(_Record):
+    """A typed, directed relation between two subjects."""
+
+    id: str = Field(description="Deterministic id from scope, endpoints and relation.")
+    namespace: str = Field(description="Scope: namespace.")
+    user_id: str = Field(description="Scope: user.")
+    source: str = Field(description="Canonical subject the edge starts at.")
+    relation: str = Field(description="Relation type, e.g. 'married to'.")
+    target: str = Field(description="Canonical subject the edge ends at.")
+    confidence: float = Field(default=0.8, ge=0.0, le=1.0, description="Confidence.")
+    created_at: datetime = Field(description="When first recorded.")
+    updated_at: datetime = Field(description="Last change.")
+    reinforcements: int = Field(default=0, ge=0, description="How often it was seen again.")
+    provenance: tuple[str, ...] = Field(default=(), description="Turn or fact ids it came from.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
+
+    @property
+    def text(self) -> str:
+        """The edge as a sentence-like line."""
+        return f"{self.source} --{self.relation}--> {self.target}"
+
+
+class Alias(_Record):
+    """A display name that stands for a subject of one user (e.g. "Caroline" for "user")."""
+
+    id: str = Field(description="Deterministic id from scope and name.")
+    namespace: str = Field(description="Scope: namespace.")
+    user_id: str = Field(description="Scope: user.")
+    name: str = Field(description="The display name, lowercased.")
+    subject: str = Field(description="The canonical subject it stands for.")
+    created_at: datetime = Field(description="When recorded.")
+
+
+class MemoryItem(_Record):
+    """The uniform view of a memory of any tier."""
+
+    id: str = Field(description="Id of the underlying record.")
+    tier: Tier = Field(description="Tier the record lives in.")
+    subject: str = Field(description="Canonical subject.")
+    text: str = Field(description="Text shown to the agent.")
+    confidence: float = Field(description="Effective confidence or salience now, 0..1.")
+    created_at: datetime = Field(description="When the record was created.")
+    updated_at: datetime = Field(description="When the record last changed.")
+    provenance: tuple[str, ...] = Field(default=(), description="Source ids back to captured turns.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Tier-specific details.")
+
+
+class RankedMemoryItem(MemoryItem):
+    """A memory item with the score recall gave it."""
+
+    score: float = Field(description="Final ranking score (higher is better).")
+    relevance: float = Field(default=0.0, description="Relevance to the cue alone, 0..1.")

@@ -1,0 +1,326 @@
+"""The LanceDB store: the only module that imports lancedb, and where its errors become ours.
+
+One database per store URI (a folder, ``s3://...`` or ``db://...``). One table per tier plus
+edges, turns, aliases and a meta table that pins the schema version and the embedder.
+Every filter goes through :func:`sql_literal`, so no id can widen a query.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Generic, Literal, TypeVar
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+from lancedb.index import FTS, BTree
+from pydantic import BaseModel
+
+from .errors import InvalidArgumentError, StoreError, StoreMismatchError
+from .records import Alias, Digest, Edge, Episode, Fact, Turn, WorkingEntry
+
+__all__ = ["SCHEMA_VERSION", "Hit", "Store", "TableName", "Where", "sql_literal"]
+
+SCHEMA_VERSION = "1"
+MAX_FILTER_VALUE = 4096
+
+TableName = Literal["working", "episodes", "facts", "digests", "edges", "turns", "aliases"]
+R = TypeVar("R", bound=BaseModel)
+
+_FILTER_COLUMNS = frozenset({"id", "namespace", "user_id", "session_id", "subject", "status"})
+
+
+def sql_literal(value: str) -> str:
+    """Quote a value for a LanceDB (DataFusion SQL) filter; the one place this happens."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"filter value must be a string, not {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidArgumentError("filter value contains a NUL character")
+    if len(value) > MAX_FILTER_VALUE:
+        raise InvalidArgumentError(f"filter value is longer than {MAX_FILTER_VALUE} characters")
+    return "'" + value.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Where:
+    """A conjunction of equality / membership tests on known columns, rendered safely."""
+
+    eq: Mapping[str, str]
+    isin: Mapping[str, Sequence[str]] | None = None
+
+    def sql(self) -> str:
+        parts: list[str] = []
+        for column, value in self.eq.items():
+            parts.append(f"{_column(column)} = {sql_literal(value)}")
+        for column, values in (self.isin or {}).items():
+            if not values:
+                return "false"
+            parts.append(f"{_column(column)} IN ({', '.join(sql_literal(v) for v in values)})")
+        return " AND ".join(parts) if parts else "true"
+
+
+def _column(name: str) -> str:
+    if name not in _FILTER_COLUMNS:
+        raise InvalidArgumentError(f"cannot filter on column {name!r}")
+    return name
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hit:
+    """A search result: the record, the engine's score and the stored vector."""
+
+    record: Any
+    score: float
+    vector: np.ndarray
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Spec(Generic[R]):
+    model: type[R]
+    vectors: bool
+
+
+_SPECS: dict[str, _Spec[Any]] = {
+    "working": _Spec(model=WorkingEntry, vectors=True),
+    "episodes": _Spec(model=Episode, vectors=True),
+    "facts": _Spec(model=Fact, vectors=True),
+    "digests": _Spec(model=Digest, vectors=True),
+    "edges": _Spec(model=Edge, vectors=True),
+    "turns": _Spec(model=Turn, vectors=False),
+    "aliases": _Spec(model=Alias, vectors=False),
+}
+_RESULT_COLUMNS = ["id", "record"]
+_HIT_COLUMNS = ["id", "record", "vector"]
+
+
+@contextlib.contextmanager
+def _engine_errors(action: str) -> Iterator[None]:
+    """Translate whatever LanceDB / Arrow raise into StoreError; our own errors pass through."""
+    try:
+        yield
+    except (InvalidArgumentError, StoreError):
+        raise
+    except Exception as exc:  # lancedb raises ValueError, RuntimeError, OSError and its own types
+        raise StoreError(f"store failed to {action}: {exc}") from exc
+
+
+def _searchable_text(record: BaseModel) -> str:
+    text = getattr(record, "text", None) or getattr(record, "summary", None) or ""
+    return str(text)
+
+
+def _row(record: BaseModel, vector: np.ndarray | None) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "id": getattr(record, "id"),
+        "namespace": getattr(record, "namespace"),
+        "user_id": getattr(record, "user_id"),
+        "session_id": getattr(record, "session_id", None),
+        "subject": getattr(record, "subject", None) or getattr(record, "source", None),
+        "status": getattr(record, "status", None) or "active",
+        "text": _searchable_text(record),
+        "created_at": getattr(record, "created_at"),
+        "updated_at": getattr(record, "updated_at", None) or getattr(record, "created_at"),
+        "record": record.model_dump_json(),
+    }
+    if vector is not None:
+        row["vector"] = vector
+    return row
+
+
+class Store:
+    """Typed records in and out of one LanceDB database."""
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        embedder_id: str,
+        dimensions: int,
+        read_consistency: timedelta | None = timedelta(0),
+        storage_options: Mapping[str, str] | None = None,
+    ) -> None:
+        self.uri = uri
+        self.dimensions = dimensions
+        self.embedder_id = embedder_id
+        with _engine_errors("connect"):
+            self._db = lancedb.connect(
+                uri, read_consistency_interval=read_consistency, storage_options=dict(storage_options or {})
+            )
+        self._tables: dict[str, Any] = {}
+        self._indexed: set[str] = set()
+        self._check_meta()
+
+    # -- schema -----------------------------------------------------------------------------
+
+    def _schema(self, name: str) -> pa.Schema:
+        fields = [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("namespace", pa.string(), nullable=False),
+            pa.field("user_id", pa.string(), nullable=False),
+            pa.field("session_id", pa.string()),
+            pa.field("subject", pa.string()),
+            pa.field("status", pa.string()),
+            pa.field("text", pa.string()),
+            pa.field("created_at", pa.timestamp("us", tz="UTC")),
+            pa.field("updated_at", pa.timestamp("us", tz="UTC")),
+            pa.field("record", pa.string()),
+        ]
+        if _SPECS[name].vectors:
+            fields.append(pa.field("vector", pa.list_(pa.float32(), self.dimensions)))
+        return pa.schema(fields)
+
+    def _check_meta(self) -> None:
+        """Refuse a store written with another embedder before any read or write."""
+        wanted = {"schema_version": SCHEMA_VERSION, "embedder_id": self.embedder_id, "dimensions": str(self.dimensions)}
+        schema = pa.schema([pa.field("key", pa.string()), pa.field("value", pa.string())])
+        with _engine_errors("open the meta table"):
+            meta = self._db.create_table("meta", schema=schema, exist_ok=True)
+            stored = {r["key"]: r["value"] for r in meta.to_arrow().to_pylist()}
+            if not stored:
+                meta.merge_insert("key").when_not_matched_insert_all().execute(
+                    [{"key": k, "value": v} for k, v in wanted.items()]
+                )
+                stored = {r["key"]: r["value"] for r in meta.to_arrow().to_pylist()}
+        for key, value in wanted.items():
+            if stored.get(key) != value:
+                raise StoreMismatchError(
+                    f"store {self.uri!r} was written with {key}={stored.get(key)!r}, not {value!r}; "
+                    "open it with the same embedder or use another store"
+                )
+
+    def table(self, name: str) -> Any:
+        if name not in _SPECS:
+            raise InvalidArgumentError(f"unknown table {name!r}")
+        if name not in self._tables:
+            with _engine_errors(f"open table {name}"):
+                self._tables[name] = self._db.create_table(name, schema=self._schema(name), exist_ok=True)
+        return self._tables[name]
+
+    def _ensure_indexes(self, name: str) -> None:
+        """Full-text and scalar indexes, built once a table has rows (LanceDB needs data to index)."""
+        if name in self._indexed:
+            return
+        table = self.table(name)
+        with _engine_errors(f"index table {name}"):
+            existing = {tuple(ix.columns) for ix in table.list_indices()}
+            if ("user_id",) not in existing:
+                table.create_index("user_id", config=BTree(), replace=True)
+            if _SPECS[name].vectors and ("text",) not in existing:
+                table.create_index(
+                    "text", config=FTS(language="English", stem=True, remove_stop_words=True, ascii_folding=True)
+                )
+        self._indexed.add(name)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def upsert(self, name: TableName, records: Sequence[BaseModel], vectors: np.ndarray | None = None) -> None:
+        """Insert or replace records by id, in one batch."""
+        if not records:
+            return
+        spec = _SPECS[name]
+        if spec.vectors:
+            if vectors is None or len(vectors) != len(records):
+                raise InvalidArgumentError(f"table {name} needs one vector per record")
+            if vectors.shape[1] != self.dimensions:
+                raise StoreMismatchError(f"vectors have {vectors.shape[1]} dimensions, store has {self.dimensions}")
+        for record in records:
+            if not isinstance(record, spec.model):
+                raise InvalidArgumentError(f"table {name} holds {spec.model.__name__}, not {type(record).__name__}")
+        rows = [_row(r, None if vectors is None else vectors[i]) for i, r in enumerate(records)]
+        data = pa.Table.from_pylist(rows, schema=self._schema(name))
+        table = self.table(name)
+        with _engine_errors(f"write to {name}"):
+            table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+        self._ensure_indexes(name)
+
+    def delete(self, name: TableName, where: Where) -> None:
+        with _engine_errors(f"delete from {name}"):
+            self.table(name).delete(where.sql())
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def _records(self, name: str, rows: list[dict[str, Any]]) -> list[Any]:
+        model = _SPECS[name].model
+        return [model.model_validate_json(r["record"]) for r in rows]
+
+    def query(self, name: TableName, where: Where, *, limit: int | None = None) -> list[Any]:
+        """Records matching ``where`` (no order guaranteed)."""
+        with _engine_errors(f"read {name}"):
+            q = self.table(name).search().where(where.sql()).select(_RESULT_COLUMNS)
+            rows = (q.limit(limit) if limit else q.limit(None)).to_list()
+        return self._records(name, rows)
+
+    def get(self, name: TableName, where: Where, ids: Sequence[str]) -> list[Any]:
+        if not ids:
+            return []
+        scoped = Where(eq=where.eq, isin={**(where.isin or {}), "id": list(ids)})
+        return self.query(name, scoped)
+
+    def count(self, name: TableName, where: Where | None = None) -> int:
+        with _engine_errors(f"count {name}"):
+            return int(self.table(name).count_rows(where.sql() if where else None))
+
+    def vector_search(self, name: TableName, vector: np.ndarray, where: Where, *, limit: int) -> list[Hit]:
+        """Nearest records by cosine within ``where``; the score is the cosine similarity."""
+        with _engine_errors(f"search {name}"):
+            rows = (
+                self.table(name)
+                .search(vector.astype(np.float32), vector_column_name="vector")
+                .distance_type("cosine")
+                .where(where.sql(), prefilter=True)
+                .select([*_HIT_COLUMNS, "_distance"])
+                .limit(limit)
+                .to_list()
+            )
+        return self._hits(name, rows, lambda row: 1.0 - float(row["_distance"]))
+
+    def text_search(self, name: TableName, text: str, where: Where, *, limit: int) -> list[Hit]:
+        """Full-text (BM25, stemmed, stop words removed) matches within ``where``."""
+        if not text.strip() or name not in self._indexed and self.count(name) == 0:
+            return []
+        self._ensure_indexes(name)
+        with _engine_errors(f"full-text search {name}"):
+            rows = (
+                self.table(name)
+                .search(text, query_type="fts", fts_columns="text")
+                .where(where.sql(), prefilter=True)
+                .select([*_HIT_COLUMNS, "_score"])
+                .limit(limit)
+                .to_list()
+            )
+        return self._hits(name, rows, lambda row: float(row["_score"]))
+
+    def _hits(self, name: str, rows: list[dict[str, Any]], score: Any) -> list[Hit]:
+        records = self._records(name, rows)
+        return [
+            Hit(record=rec, score=score(row), vector=np.asarray(row["vector"], dtype=np.float32))
+            for rec, row in zip(records, rows, strict=True)
+        ]
+
+    # -- maintenance ------------------------------------------------------------------------
+
+    def optimize(self, *, cleanup_older_than: timedelta | None = None) -> dict[str, int]:
+        """Compact files, fold new rows into indexes and drop old versions; returns versions per table."""
+        versions: dict[str, int] = {}
+        for name in _SPECS:
+            table = self.table(name)
+            with _engine_errors(f"optimize {name}"):
+                if table.count_rows() == 0:
+                    continue
+                self._ensure_indexes(name)
+                table.optimize(cleanup_older_than=cleanup_older_than or timedelta(0), delete_unverified=False)
+                versions[name] = len(table.list_versions())
+        return versions
+
+    def stats(self) -> dict[str, Any]:
+        """Rows and versions per table, for reports and benchmarks."""
+        out: dict[str, Any] = {}
+        for name in _SPECS:
+            table = self.table(name)
+            with _engine_errors(f"describe {name}"):
+                out[name] = {"rows": table.count_rows(), "versions": len(table.list_versions())}
+        return out
+

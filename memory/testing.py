@@ -1,0 +1,105 @@
+"""Test doubles shipped with the library: fake models through litellm, a hashing embedder, a frozen clock."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .embedders import HashingEmbedder
+from .errors import ModelError
+from .llm import allow_real_requests, install_fake_provider
+
+__all__ = [
+    "FrozenClock",
+    "FunctionModel",
+    "HashingEmbedder",
+    "RecordedCall",
+    "ScriptedModel",
+    "forbid_real_model_requests",
+]
+
+_counter = itertools.count()
+
+
+def forbid_real_model_requests(forbid: bool = True) -> None:
+    """Make every call to a real provider raise (fakes keep working). Call it in conftest.py."""
+    allow_real_requests(not forbid)
+
+
+class FrozenClock:
+    """A clock that only moves when told to."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = (start or datetime(2026, 1, 1, 12, 0, tzinfo=UTC)).astimezone(UTC)
+
+    def now(self) -> datetime:
+        return self._now
+
+    def set(self, when: datetime) -> None:
+        self._now = when if when.tzinfo else when.replace(tzinfo=UTC)
+
+    def advance(self, delta: timedelta | None = None, **kwargs: float) -> datetime:
+        self._now += delta if delta is not None else timedelta(**kwargs)
+        return self._now
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordedCall:
+    """One request a fake model served."""
+
+    model: str
+    messages: list[dict[str, Any]]
+
+    @property
+    def prompt(self) -> str:
+        return "\n".join(str(m.get("content", "")) for m in self.messages)
+
+
+Reply = Callable[[list[dict[str, Any]]], "str | dict[str, Any] | Awaitable[str | dict[str, Any]]"]
+
+
+@dataclass
+class FunctionModel:
+    """A model whose reply is computed by a Python function of the messages; reachable via litellm."""
+
+    function: Reply
+    latency: float = 0.0
+    name: str = field(default_factory=lambda: f"function-{next(_counter)}")
+    calls: list[RecordedCall] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.model = install_fake_provider(self.name, self._serve)
+
+    async def _serve(self, model: str, messages: list[dict[str, Any]]) -> str:
+        self.calls.append(RecordedCall(model=model, messages=list(messages)))
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        reply = self.function(list(messages))
+        if asyncio.iscoroutine(reply) or isinstance(reply, Awaitable):
+            reply = await reply
+        return reply if isinstance(reply, str) else json.dumps(reply)
+
+
+class ScriptedModel(FunctionModel):
+    """Replies from a script, in order; raises when the script runs out. Records every call."""
+
+    def __init__(self, replies: Sequence[str | dict[str, Any] | Exception], *, name: str | None = None) -> None:
+        self._replies = list(replies)
+        super().__init__(function=self._next, name=name or f"scripted-{next(_counter)}")
+
+    def _next(self, messages: list[dict[str, Any]]) -> str | dict[str, Any]:
+        if not self._replies:
+            raise ModelError("scripted model has no replies left")
+        reply = self._replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    @property
+    def remaining(self) -> int:
+        return len(self._replies)
