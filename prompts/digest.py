@@ -1,0 +1,47 @@
+"""Digester prompt: a user's facts -> a narrative rollup of the primary user."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memory import Edge, Fact
+
+VERSION = "digest-v1"
+
+
+class Input(BaseModel):
+    """What the digester sees."""
+
+    model_config = ConfigDict(frozen=True)
+
+    facts: list[Fact] = Field(description="The user's active facts, most confident first.")
+    edges: list[Edge] = Field(default_factory=list, description="Relations, when they are on.")
+    user_names: list[str] = Field(default_factory=list, description="Display names of the primary user.")
+    previous: str | None = Field(default=None, description="The previous digest, if any.")
+
+
+class Output(BaseModel):
+    """The digest."""
+
+    text: str = Field(min_length=1, max_length=6000, description="A short narrative about the primary user.")
+
+
+TEXT = """\
+Write a short narrative digest (one paragraph, at most 8 sentences) of the primary user
+(display names: {user_names}) from the facts below. The digest is about the user. Other people
+appear only in relation to the user ("his wife Moni, who is allergic to shellfish"); never fold
+their facts into the user. Organisations appear through the user's link to them.
+"""
+
+
+def render(*, facts: list[Fact], edges: list[Edge], user_names: list[str], previous: str | None) -> list[dict[str, str]]:
+    """Messages for the model."""
+    system = TEXT.format(user_names=", ".join(user_names) or "unknown")
+    lines = "\n".join(f"- [{f.subject}] {f.text}" for f in facts) or "- (none)"
+    rels = "\n".join(f"- {e.text}" for e in edges)
+    body = f"Facts:\n{lines}"
+    if rels:
+        body += f"\n\nRelations:\n{rels}"
+    if previous:
+        body += f"\n\nPrevious digest:\n{previous}"
+    return [{"role": "system", "content": system}, {"role": "user", "content": body}]

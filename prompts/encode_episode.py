@@ -1,0 +1,55 @@
+"""Episode encoder prompt: a session's observations and turns -> one episode."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memory import Turn, WorkingEntry
+
+VERSION = "encode-episode-v1"
+
+
+class Input(BaseModel):
+    """What the encoder sees."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entries: list[WorkingEntry] = Field(description="Every observation of the session, overflow included.")
+    turns: list[Turn] = Field(description="The session's journaled turns.")
+    user_names: list[str] = Field(default_factory=list, description="Display names of the primary user.")
+    started_at: datetime = Field(description="First turn time.")
+    ended_at: datetime = Field(description="Last turn time.")
+
+
+class Output(BaseModel):
+    """The episode."""
+
+    summary: str = Field(min_length=1, max_length=4000, description="What happened, 2-6 sentences, third person.")
+    subjects: list[str] = Field(default_factory=list, description="Canonical subjects the episode involves.")
+    salience: float = Field(default=0.5, ge=0.0, le=1.0, description="How much the session matters later.")
+
+
+TEXT = """\
+You write episodic memories. Summarise one past conversation in 2-6 sentences, third person,
+concrete (names, places, dates, decisions, feelings). Refer to the primary user as "the user"
+(display names: {user_names}); other people by first name and their relation to the user
+("his wife Moni"). List every subject involved: "user", lowercase first names, or
+lowercase-hyphenated organisation names. The session ran from {started_at} to {ended_at}.
+"""
+
+
+def render(
+    *, entries: list[WorkingEntry], turns: list[Turn], user_names: list[str], started_at: datetime, ended_at: datetime
+) -> list[dict[str, str]]:
+    """Messages for the model."""
+    system = TEXT.format(
+        user_names=", ".join(user_names) or "unknown", started_at=started_at.isoformat(), ended_at=ended_at.isoformat()
+    )
+    observed = "\n".join(f"- [{e.subject}] {e.text}" for e in entries) or "- (none)"
+    transcript = "\n".join(t.text for t in turns)
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": f"Observations:\n{observed}\n\nTranscript:\n{transcript}"},
+    ]

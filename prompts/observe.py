@@ -1,0 +1,69 @@
+"""Observer prompt: one captured turn -> working-memory observations with subjects."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memory import Message
+
+VERSION = "observe-v1"
+Kind = Literal["fact", "preference", "event", "plan", "relationship", "other"]
+
+
+class Input(BaseModel):
+    """What the observer sees."""
+
+    model_config = ConfigDict(frozen=True)
+
+    messages: list[Message] = Field(description="The turn's messages, in order.")
+    user_names: list[str] = Field(default_factory=list, description="Display names of the primary user.")
+    known_subjects: list[str] = Field(default_factory=list, description="Subjects already known for this user.")
+    now: datetime = Field(description="When the turn happened.")
+
+
+class Observation(BaseModel):
+    """One thing worth remembering from the turn."""
+
+    subject: str = Field(description="'user', a lowercase first name ('moni') or an org ('acme-corp').")
+    kind: Kind = Field(description="What sort of observation it is.")
+    text: str = Field(min_length=1, max_length=1000, description="One self-contained sentence.")
+    salience: float = Field(ge=0.0, le=1.0, description="How much it matters later, 0..1.")
+
+
+class Output(BaseModel):
+    """The observer's answer."""
+
+    observations: list[Observation] = Field(default_factory=list, max_length=20)
+
+
+TEXT = """\
+You are the observer of a long-term memory system. Read one conversation turn and write down
+what is worth remembering about the people in it, one self-contained sentence per observation.
+
+Subject attribution: every observation has exactly one subject.
+- "user" is the primary user (also called by their display names: {user_names}).
+- Another person is their lowercase first name: "My wife Moni is allergic to shellfish."
+  -> subject "moni", text "Moni, the user's wife, is allergic to shellfish." Keep the relation to
+  the user in the text; never file a fact about Moni under "user".
+- An organisation is its lowercase-hyphenated name: "I work at Acme Corp" -> subject "user"
+  (it is the user's job), and "Acme Corp is moving to Berlin" -> subject "acme-corp".
+Known subjects so far: {known_subjects}.
+
+Salience: 0.9 for lasting facts (health, family, work, strong preferences), 0.6 for plans and
+events, 0.3 for small talk. Skip greetings, thanks and the assistant's own suggestions.
+Use the speaker's name when it is given. The turn happened at {now}.
+"""
+
+
+def render(*, messages: list[Message], user_names: list[str], known_subjects: list[str], now: datetime) -> list[dict[str, str]]:
+    """Messages for the model."""
+    system = TEXT.format(
+        user_names=", ".join(user_names) or "unknown",
+        known_subjects=", ".join(known_subjects) or "none",
+        now=now.isoformat(),
+    )
+    turn = "\n".join(f"{m.name or m.role}: {m.content}" for m in messages)
+    return [{"role": "system", "content": system}, {"role": "user", "content": f"Turn:\n{turn}"}]
