@@ -99,7 +99,8 @@ CHECK_SNIPPET = textwrap.dedent(
     assert np.allclose(n, 1.0, atol=1e-2), n
     assert "torch" not in sys.modules, "torch was imported"
     assert "transformers" not in sys.modules, "transformers was imported"
-    print(f"ok dim={m.dim} dtype={m.embedding_dtype} vocab={len(m.tokens)} out_dtype={v.dtype} norms={n.round(4).tolist()}")
+    print(f"ok dim={m.dim} dtype={m.embedding_dtype} vocab={len(m.tokens)} out_dtype={v.dtype}",
+          f"norms={n.round(4).tolist()}")
     """
 )
 

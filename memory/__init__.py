@@ -5,6 +5,8 @@ The front door: everything public is exported here; other modules are implementa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .blocking import Blocking
 from .capability import (
     MEMORY_CAPABILITY_PRESETS,
@@ -61,13 +63,44 @@ from .records import (
 from .store import Store
 from .subjects import USER, canonical_subject, is_canonical_subject
 from .tools import MemoryTool, RecallArguments, ToolEnvelope, Toolset
+from .relations import ConnectArguments
+from .usage import StageUsage, UsageLedger
+
+# The write side (the composition root) comes last: the pipelines it imports read the names above.
+from .system import (  # noqa: E402
+    CaptureResult,
+    ConsolidationResult,
+    DigestResult,
+    MemorySystem,
+    RetryReport,
+    SessionResult,
+    system,
+)
+
+if TYPE_CHECKING:
+    from .llm import LLM
+
+
+def __getattr__(name: str) -> object:
+    """``LLM`` imports litellm, which is slow to import: load it on first use only."""
+    if name == "LLM":
+        from .llm import LLM
+
+        return LLM
+    raise AttributeError(f"module 'memory' has no attribute {name!r}")
+
 
 __all__ = [
+    "LLM",
     "MEMORY_CAPABILITY_PRESETS",
     "USER",
     "Alias",
     "Blocking",
     "CapabilityPreset",
+    "CaptureResult",
+    "ConnectArguments",
+    "ConsolidationResult",
+    "DigestResult",
     "Clock",
     "ConfigurationError",
     "Digest",
@@ -87,6 +120,7 @@ __all__ = [
     "MemoryContext",
     "MemoryItem",
     "MemoryProvider",
+    "MemorySystem",
     "MemoryTool",
     "Message",
     "ModelError",
@@ -95,8 +129,11 @@ __all__ = [
     "RecallArguments",
     "RecallOptions",
     "RelationsOptions",
+    "RetryReport",
     "SemanticOptions",
     "SentenceTransformerEmbedder",
+    "SessionResult",
+    "StageUsage",
     "StaticEmbedder",
     "Store",
     "StoreError",
@@ -107,6 +144,7 @@ __all__ = [
     "ToolEnvelope",
     "Toolset",
     "Turn",
+    "UsageLedger",
     "WorkingEntry",
     "WorkingOptions",
     "approx_tokens",
@@ -115,4 +153,5 @@ __all__ = [
     "edge_to_memory_item",
     "effective_confidence",
     "is_canonical_subject",
+    "system",
 ]

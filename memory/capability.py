@@ -26,7 +26,7 @@ from .options import (
 from .recall import Candidate, named_subjects, rank, rank_without_cue, to_memory_item
 from .records import MemoryContext, MemoryItem, RankedMemoryItem, Tier
 from .store import Store, TableName, Where
-from .tiers import TierWriter
+from .relations import RelationsMixin
 from .tools import MemoryTool, RecallArguments, Toolset
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "CapabilityPreset",
     "MemoryCapability",
     "MemoryProvider",
+    "capability_options",
     "create_memory_capability",
 ]
 
@@ -48,10 +49,14 @@ _TABLES: dict[SearchTier, TableName] = {
 }
 _LIVE: dict[SearchTier, list[str]] = {
     "working": ["active", "overflow"],
-    "episodic": ["pending", "consolidated", "failed"],
+    "episodic": ["pending", "consolidated"],
     "semantic": ["active"],
     "digest": ["active"],
 }
+
+
+_GRAPH_EDGES = 10  # edges per named entity admitted by graph expansion
+_GRAPH_FACTS = 8  # neighbour facts admitted by graph expansion
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,7 +98,7 @@ def _default_store() -> str:
     return os.environ.get("TIERMEM_STORE") or str(Path.home() / ".tiermem" / "store")
 
 
-class MemoryCapability(TierWriter):
+class MemoryCapability(RelationsMixin):
     """Recall, the context block, tools and typed tier helpers over one store."""
 
     def __init__(
@@ -114,7 +119,7 @@ class MemoryCapability(TierWriter):
     ) -> None:
         super().__init__(store=store, embedder=embedder, clock=clock, working=working, semantic=semantic)
         self.episodic = episodic
-        self.digest = digest
+        self.digest_options = digest
         self.hygiene = hygiene
         self.recall_options = recall_options
         self.preset = preset
@@ -137,7 +142,7 @@ class MemoryCapability(TierWriter):
             "working": self.working,
             "episodic": self.episodic,
             "semantic": self.semantic,
-            "digest": self.digest,
+            "digest": self.digest_options,
         }
         return [tier for tier, opts in flags.items() if opts is not None]
 
@@ -217,13 +222,40 @@ class MemoryCapability(TierWriter):
                     similarity=float(hit.vector @ query_vector),
                     lexical=lexical.get(rid, 0.0),
                 )
-        return rank(
-            list(found.values()),
-            now=now,
-            options=self.recall_options,
-            named=named_subjects(cue, aliases),
-            limit=limit,
-        )
+        named = named_subjects(cue, aliases)
+        if self.relations is not None and canon is None and "semantic" in chosen:
+            self._expand_through_graph(ctx, query_vector, named, now, found)
+        return rank(list(found.values()), now=now, options=self.recall_options, named=named, limit=limit)
+
+    def _expand_through_graph(
+        self, ctx: MemoryContext, query_vector: Any, named: set[str], now: Any, found: dict[tuple[str, str], Candidate]
+    ) -> None:
+        """Entities the cue names bring their edges and their one-hop neighbours' facts into the pool."""
+        graph = self.graph_sync(ctx)
+        entities = sorted(n for n in named if n in graph)
+        if not entities:
+            return
+        edges = {e.id: e for entity in entities for e in graph.neighbours(entity)[:_GRAPH_EDGES]}
+        if edges:
+            vectors = self.embedder.embed([e.text for e in edges.values()])
+            for edge, vector in zip(edges.values(), vectors, strict=True):
+                found.setdefault(
+                    ("relation", edge.id),
+                    Candidate(item=self.item(edge, now), similarity=float(vector @ query_vector), lexical=0.0, via_graph=0.6),
+                )
+        neighbours = sorted({n for entity in entities for n in graph.neighbour_nodes(entity)} - set(entities))
+        if not neighbours:
+            return
+        where = Where(eq=self.scope(ctx), isin={"status": ["active"], "subject": neighbours})
+        for hit in self.store.vector_search("facts", query_vector, where, limit=_GRAPH_FACTS):
+            key = ("semantic", hit.record.id)
+            old = found.get(key)
+            found[key] = Candidate(
+                item=old.item if old else self.item(hit.record, now),
+                similarity=float(hit.vector @ query_vector),
+                lexical=old.lexical if old else 0.0,
+                via_graph=0.45,
+            )
 
     def item(self, record: Any, now: Any, session_seq: int = 0) -> MemoryItem:
         return to_memory_item(record, now, semantic=self.semantic, working=self.working, session_seq=session_seq)
@@ -271,7 +303,9 @@ class MemoryCapability(TierWriter):
         return Toolset(bound)
 
     def extra_tools(self, ctx: MemoryContext) -> list[MemoryTool]:
-        """Hook for tools beyond recall (the relations graph adds ``memory_connect``)."""
+        """``memory_connect`` when relations are on and the preset offers it."""
+        if self.relations is not None and "memory_connect" in self.preset.tools:
+            return [self.connect_tool(ctx)]
         return []
 
     def _recall_tool(self, ctx: MemoryContext) -> MemoryTool:
@@ -290,7 +324,7 @@ class MemoryCapability(TierWriter):
         )
 
 
-def create_memory_capability(
+def capability_options(
     *,
     store: str | Path | Store | None = None,
     embedder: Embedder | str | None = None,
@@ -305,30 +339,43 @@ def create_memory_capability(
     clock: Clock | None = None,
     max_context_tokens: int = 1000,
     token_counter: TokenCounter | None = None,
-) -> MemoryCapability:
-    """Build the read side over a store (a folder, ``s3://...`` or ``db://...``)."""
+) -> dict[str, Any]:
+    """Validate the options shared by ``create_memory_capability`` and ``system``; open the store."""
     if isinstance(preset, str):
         if preset not in MEMORY_CAPABILITY_PRESETS:
             raise ConfigurationError(f"unknown preset {preset!r}; choose from {sorted(MEMORY_CAPABILITY_PRESETS)}")
         preset = MEMORY_CAPABILITY_PRESETS[preset]
+    if max_context_tokens < 16:
+        raise ConfigurationError("max_context_tokens must be at least 16")
     emb = resolve_embedder(embedder, dimensions=embedder_dimensions)
     if isinstance(store, Store):
         if (store.embedder_id, store.dimensions) != (emb.id, emb.dimensions):
             raise ConfigurationError("the given Store was opened for another embedder")
         opened = store
     else:
-        opened = Store(str(store) if store is not None else _default_store(), embedder_id=emb.id, dimensions=emb.dimensions)
-    return MemoryCapability(
-        store=opened,
-        embedder=emb,
-        clock=clock or SystemClock(),
-        working=resolve_tier(working, WorkingOptions, "working"),
-        episodic=resolve_tier(episodic, EpisodicOptions, "episodic"),
-        semantic=resolve_tier(semantic, SemanticOptions, "semantic"),
-        digest=resolve_tier(digest, DigestOptions, "digest"),
-        hygiene=resolve_tier(hygiene, HygieneOptions, "hygiene"),
-        recall_options=resolve_tier(recall or True, RecallOptions, "recall") or RecallOptions(),
-        preset=preset,
-        max_context_tokens=max_context_tokens,
-        token_counter=token_counter or approx_tokens,
-    )
+        uri = str(store) if store is not None else _default_store()
+        opened = Store(uri, embedder_id=emb.id, dimensions=emb.dimensions)
+    return {
+        "store": opened,
+        "embedder": emb,
+        "clock": clock or SystemClock(),
+        "working": resolve_tier(working, WorkingOptions, "working"),
+        "episodic": resolve_tier(episodic, EpisodicOptions, "episodic"),
+        "semantic": resolve_tier(semantic, SemanticOptions, "semantic"),
+        "digest": resolve_tier(digest, DigestOptions, "digest"),
+        "hygiene": resolve_tier(hygiene, HygieneOptions, "hygiene"),
+        "recall_options": resolve_tier(recall or True, RecallOptions, "recall") or RecallOptions(),
+        "preset": preset,
+        "max_context_tokens": max_context_tokens,
+        "token_counter": token_counter or approx_tokens,
+    }
+
+
+def create_memory_capability(**options: Any) -> MemoryCapability:
+    """Build the read side over a store (a folder, ``s3://...`` or ``db://...``).
+
+    Options: ``store``, ``embedder`` (+ ``embedder_dimensions`` for litellm models), ``working``,
+    ``episodic``, ``semantic``, ``digest``, ``hygiene`` (each True / False / dict / options model),
+    ``recall`` (ranking weights), ``preset``, ``clock``, ``max_context_tokens``, ``token_counter``.
+    """
+    return MemoryCapability(**capability_options(**options))

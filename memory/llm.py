@@ -13,7 +13,6 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map over the network
@@ -23,8 +22,9 @@ from litellm import CustomLLM  # noqa: E402
 from pydantic import BaseModel, ValidationError  # noqa: E402
 
 from .errors import EmbedderError, ModelError, ModelOutputError  # noqa: E402
+from .usage import UsageLedger  # noqa: E402
 
-__all__ = ["LLM", "FakeHandler", "StageUsage", "UsageLedger", "embed_texts", "install_fake_provider"]
+__all__ = ["LLM", "FakeHandler", "embed_texts", "install_fake_provider"]
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
@@ -47,41 +47,6 @@ def allow_real_requests(allowed: bool) -> None:
 def _check_allowed(model: str) -> None:
     if not _real_requests_allowed and not model.startswith(f"{FAKE_PROVIDER}/"):
         raise ModelError(f"real model requests are disabled (attempted {model!r}); use a fake model in tests")
-
-
-@dataclass
-class StageUsage:
-    """Counters for one pipeline stage."""
-
-    calls: int = 0
-    retries: int = 0
-    failures: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_s: float = 0.0
-
-
-@dataclass
-class UsageLedger:
-    """Model usage per stage, readable as ``mem.usage()``."""
-
-    stages: dict[str, StageUsage] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def record(self, stage: str, **deltas: float) -> None:
-        with self._lock:
-            usage = self.stages.setdefault(stage, StageUsage())
-            for key, value in deltas.items():
-                setattr(usage, key, getattr(usage, key) + value)
-
-    def snapshot(self) -> dict[str, dict[str, float]]:
-        with self._lock:
-            return {stage: dict(vars(u)) for stage, u in sorted(self.stages.items())}
-
-    def total_calls(self) -> int:
-        with self._lock:
-            return sum(u.calls for u in self.stages.values())
 
 
 def _schema_prompt(output: type[BaseModel]) -> str:

@@ -20,7 +20,7 @@ from .options import RecallOptions, SemanticOptions, WorkingOptions
 from .records import Digest, Edge, Episode, Fact, MemoryItem, RankedMemoryItem, WorkingEntry
 from .subjects import USER
 
-__all__ = ["Candidate", "edge_to_memory_item", "rank", "to_memory_item"]
+__all__ = ["Candidate", "edge_to_memory_item", "named_subjects", "rank", "rank_without_cue", "to_memory_item"]
 
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
@@ -32,6 +32,7 @@ class Candidate:
     item: MemoryItem
     similarity: float
     lexical: float
+    via_graph: float = 0.0
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -130,11 +131,11 @@ def to_memory_item(
 
 
 def named_subjects(cue: str, aliases: Mapping[str, str]) -> set[str]:
-    """Subjects the cue names: canonical names as words, plus display-name aliases."""
-    lowered = cue.lower()
-    words = set(_NAME.findall(lowered)) | set(lowered.split())
-    named = {subject for alias, subject in aliases.items() if alias in words}
-    return named | {w for w in words if len(w) > 1}
+    """Subjects the cue may name: its words, hyphen-joined word pairs ("acme corp"), and aliases."""
+    words = _NAME.findall(cue.lower())
+    named = {w for w in words if len(w) > 1} | {f"{a}-{b}" for a, b in zip(words, words[1:])}
+    named |= {subject for alias, subject in aliases.items() if alias in named or alias in cue.lower()}
+    return named
 
 
 def _minmax(values: np.ndarray) -> np.ndarray:
@@ -165,6 +166,10 @@ def rank(
     relevance = (options.dense_weight * dense_norm + options.lexical_weight * lex_norm) / total
     # The gate: a keyword match or a cosine that means "related" on its own, and not far behind the best.
     plausible = ((lex > 0) | (sims >= options.min_similarity)) & (relevance >= options.min_relevance * relevance.max())
+    # Memories reached through the relations graph are plausible by that link, at a fixed relevance floor.
+    graph_floor = np.array([c.via_graph for c in candidates], dtype=np.float64)
+    plausible |= graph_floor > 0
+    relevance = np.maximum(relevance, graph_floor)
     named_set = set(named)
     ranked: list[RankedMemoryItem] = []
     for i, cand in enumerate(candidates):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Generic, Literal, TypeVar
 
 import lancedb
@@ -253,11 +253,43 @@ class Store:
             rows = (q.limit(limit) if limit else q.limit(None)).to_list()
         return self._records(name, rows)
 
+    def column_values(self, name: TableName, where: Where, column: str) -> list[str]:
+        """Distinct values of one filterable column (e.g. the subjects a user has), without parsing records."""
+        with _engine_errors(f"read {name}"):
+            rows = self.table(name).search().where(where.sql()).select([_column(column)]).limit(None).to_arrow()
+        return sorted({v for v in rows.column(column).to_pylist() if v is not None})
+
+    def scopes(self, name: TableName, where: Where | None = None) -> list[tuple[str, str]]:
+        """Distinct (namespace, user_id) pairs with rows matching ``where``: how jobs find their users."""
+        with _engine_errors(f"read {name}"):
+            q = self.table(name).search()
+            if where is not None:
+                q = q.where(where.sql())
+            rows = q.select(["namespace", "user_id"]).limit(None).to_arrow()
+        pairs = zip(rows.column("namespace").to_pylist(), rows.column("user_id").to_pylist(), strict=True)
+        return sorted(set(pairs))
+
+    def last_activity(self, name: TableName, where: Where | None = None) -> dict[tuple[str, str, str], datetime]:
+        """Latest ``updated_at`` per (namespace, user_id, session_id): how jobs find idle sessions."""
+        keys = ["namespace", "user_id", "session_id"]
+        with _engine_errors(f"read {name}"):
+            q = self.table(name).search()
+            if where is not None:
+                q = q.where(where.sql())
+            rows = q.select([*keys, "updated_at"]).limit(None).to_arrow()
+            grouped = rows.group_by(keys).aggregate([("updated_at", "max")]).to_pylist()
+        return {(r["namespace"], r["user_id"], r["session_id"]): r["updated_at_max"] for r in grouped}
+
     def get(self, name: TableName, where: Where, ids: Sequence[str]) -> list[Any]:
         if not ids:
             return []
         scoped = Where(eq=where.eq, isin={**(where.isin or {}), "id": list(ids)})
         return self.query(name, scoped)
+
+    def version(self, name: TableName) -> int:
+        """The table's current version (moves with every write, from any process)."""
+        with _engine_errors(f"read {name}"):
+            return int(self.table(name).version)
 
     def count(self, name: TableName, where: Where | None = None) -> int:
         with _engine_errors(f"count {name}"):

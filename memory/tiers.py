@@ -11,7 +11,7 @@ from .clock import Clock
 from .decay import turn_decay
 from .embedders import Embedder
 from .errors import InvalidArgumentError
-from .identity import stable_id
+from .identity import fact_id, stable_id
 from .options import SemanticOptions, WorkingOptions
 from .records import Alias, Digest, Episode, Fact, MemoryContext, WorkingEntry
 from .store import Store, Where
@@ -178,7 +178,7 @@ class TierWriter:
         return sorted(episodes, key=lambda e: (e.ended_at, e.id), reverse=True)
 
     def recent_episodes_sync(self, ctx: MemoryContext, *, limit: int = 5) -> list[Episode]:
-        return self.episodes_sync(ctx, statuses=["pending", "consolidated", "failed"])[:limit]
+        return self.episodes_sync(ctx, statuses=["pending", "consolidated"])[:limit]
 
     async def recent_episodes(self, ctx: MemoryContext, *, limit: int = 5) -> list[Episode]:
         return await asyncio.to_thread(self.recent_episodes_sync, ctx, limit=limit)
@@ -195,9 +195,6 @@ class TierWriter:
 
     async def facts(self, ctx: MemoryContext, *, subject: str | None = None, include_inactive: bool = False) -> list[Fact]:
         return await asyncio.to_thread(self.facts_sync, ctx, subject=subject, include_inactive=include_inactive)
-
-    def fact_id(self, ctx: MemoryContext, subject: str, text: str) -> str:
-        return stable_id("fact", ctx.namespace, ctx.user_id, subject, " ".join(text.lower().split()))
 
     def put_facts_sync(self, facts: Sequence[Fact]) -> None:
         if facts:
@@ -218,7 +215,7 @@ class TierWriter:
         body = _text(text)
         canon = self._subject(ctx, subject)
         now = self.clock.now()
-        fid = self.fact_id(ctx, canon, body)
+        fid = fact_id(ctx.namespace, ctx.user_id, canon, body)
         existing = self.store.get("facts", Where(eq=self.scope(ctx)), [fid])
         if existing and existing[0].status == "active":
             old: Fact = existing[0]

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import consolidate, digest, encode_episode, observe
+from . import compact, consolidate, digest, encode_episode, observe
 
-__all__ = ["consolidate", "digest", "encode_episode", "observe"]
+__all__ = ["compact", "consolidate", "digest", "encode_episode", "observe"]

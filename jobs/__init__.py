@@ -1,0 +1,22 @@
+"""Scheduled work: plain async jobs and the APScheduler wiring."""
+
+from __future__ import annotations
+
+from .janitor import JanitorReport, run_janitor
+from .maintenance import close_idle_sessions, retry_pending, run_consolidation, run_digests
+from .scheduler import DEFAULT_INTERVALS, JOBS, run_job, run_job_async, schedule_jobs, wait_for_jobs
+
+__all__ = [
+    "DEFAULT_INTERVALS",
+    "JOBS",
+    "JanitorReport",
+    "close_idle_sessions",
+    "retry_pending",
+    "run_consolidation",
+    "run_digests",
+    "run_janitor",
+    "run_job",
+    "run_job_async",
+    "schedule_jobs",
+    "wait_for_jobs",
+]

@@ -1,0 +1,27 @@
+"""Pipelines: one module per LLM transformation, plus the offline rules model."""
+
+from __future__ import annotations
+
+from .compaction import CompactionPlan, compact_subject
+from .consolidator import ConsolidationPlan, Refusal, consolidate_episodes
+from .digester import write_digest
+from .episodes import encode_session, episode_id
+from .model import PROMPTS, LLMStages, RulesStages, StageModel
+from .observer import ObservedTurn, observe_turn
+
+__all__ = [
+    "PROMPTS",
+    "CompactionPlan",
+    "ConsolidationPlan",
+    "LLMStages",
+    "ObservedTurn",
+    "Refusal",
+    "RulesStages",
+    "StageModel",
+    "compact_subject",
+    "consolidate_episodes",
+    "encode_session",
+    "episode_id",
+    "observe_turn",
+    "write_digest",
+]

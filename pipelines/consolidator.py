@@ -1,0 +1,212 @@
+"""Consolidator: episodes + existing facts -> fact operations and edges, through a guard in code.
+
+The guard refuses, and counts, any operation that would write a non-canonical subject, touch a
+fact it was not shown, or rewrite or merge a fact across subjects. An update supersedes: the
+old fact keeps its text, gets ``valid_to`` and ``superseded_by`` and stays inspectable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from memory import (
+    Edge,
+    Episode,
+    Fact,
+    InvalidSubjectError,
+    MemoryContext,
+    RelationsOptions,
+    canonical_subject,
+)
+from memory.identity import fact_id, stable_id
+from prompts import consolidate
+
+from .model import StageModel
+
+__all__ = ["ConsolidationPlan", "Refusal", "consolidate_episodes"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Refusal:
+    """An operation the guard refused, and why."""
+
+    op: str
+    subject: str
+    reason: str
+
+
+@dataclass(kw_only=True)
+class ConsolidationPlan:
+    """What to write: new or reinforced facts, superseded facts, edges; plus what was refused."""
+
+    facts: dict[str, Fact] = field(default_factory=dict)
+    edges: list[Edge] = field(default_factory=list)
+    refused: list[Refusal] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def count(self, key: str) -> None:
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+
+def _subject(raw: str, aliases: Mapping[str, str]) -> str | None:
+    try:
+        return canonical_subject(raw, aliases=aliases)
+    except InvalidSubjectError:
+        return None
+
+
+async def consolidate_episodes(
+    model: StageModel,
+    *,
+    ctx: MemoryContext,
+    episodes: Sequence[Episode],
+    existing: Sequence[Fact],
+    user_names: Sequence[str],
+    aliases: Mapping[str, str],
+    relations: RelationsOptions | None,
+    now: datetime,
+) -> ConsolidationPlan:
+    """One model call for a batch of episodes; the plan is applied by the caller."""
+    rel = relations if relations is not None and relations.enabled else None
+    inputs = consolidate.Input(
+        episodes=list(episodes), existing=list(existing), user_names=list(user_names), relations=rel, now=now
+    )
+    output = await model.generate("consolidate", inputs, consolidate.Output)
+    plan = ConsolidationPlan()
+    known = {f.id: f for f in existing}
+    turn_ids = tuple(dict.fromkeys(t for e in episodes for t in e.provenance))
+    episode_ids = [e.id for e in episodes]
+    for op in output.operations:
+        _apply(op, plan=plan, ctx=ctx, known=known, aliases=aliases, now=now, turns=turn_ids, episodes=episode_ids)
+    if rel is not None:
+        subjects = {"user"} | {f.subject for f in existing} | {f.subject for f in plan.facts.values()}
+        subjects |= {s for e in episodes for s in e.subjects}
+        plan.edges = _edges(output.edges, plan=plan, ctx=ctx, aliases=aliases, rel=rel, known=subjects, now=now)
+    return plan
+
+
+def _apply(
+    op: consolidate.Operation,
+    *,
+    plan: ConsolidationPlan,
+    ctx: MemoryContext,
+    known: dict[str, Fact],
+    aliases: Mapping[str, str],
+    now: datetime,
+    turns: tuple[str, ...],
+    episodes: list[str],
+) -> None:
+    if op.op == "noop":
+        plan.count("noop")
+        return
+    subject = _subject(op.subject, aliases)
+    if subject is None:
+        plan.refused.append(Refusal(op=op.op, subject=op.subject, reason="non-canonical subject"))
+        plan.count("refused")
+        return
+    target = known.get(op.target_id) if op.target_id else None
+    if op.op in {"reinforce", "update"}:
+        if target is None:
+            plan.refused.append(Refusal(op=op.op, subject=subject, reason=f"unknown target {op.target_id!r}"))
+            plan.count("refused")
+            return
+        if target.subject != subject:
+            reason = f"cross-subject {op.op}: {target.subject!r} fact by a {subject!r} operation"
+            plan.refused.append(Refusal(op=op.op, subject=subject, reason=reason))
+            plan.count("refused")
+            return
+    if op.op == "add" and not op.text.strip():
+        plan.refused.append(Refusal(op=op.op, subject=subject, reason="empty text"))
+        plan.count("refused")
+        return
+    meta = {"prompt_version": consolidate.VERSION, "episodes": episodes}
+    if op.op == "reinforce" or (op.op == "update" and target is not None and _same(target.text, op.text)):
+        assert target is not None
+        plan.facts[target.id] = _reinforced(plan.facts.get(target.id, target), op.confidence, now, turns)
+        plan.count("reinforce")
+        return
+    text = " ".join(op.text.split())
+    new_id = fact_id(ctx.namespace, ctx.user_id, subject, text)
+    current = plan.facts.get(new_id) or known.get(new_id)
+    if current is not None and current.status == "active":
+        plan.facts[new_id] = _reinforced(current, op.confidence, now, turns)
+        plan.count("reinforce")
+        return
+    plan.facts[new_id] = Fact(
+        id=new_id,
+        namespace=ctx.namespace,
+        user_id=ctx.user_id,
+        subject=subject,
+        text=text,
+        confidence=op.confidence,
+        created_at=now,
+        updated_at=now,
+        reinforced_at=now,
+        valid_from=now,
+        provenance=turns,
+        metadata=meta,
+    )
+    if op.op == "update" and target is not None:
+        plan.facts[target.id] = target.model_copy(
+            update={"status": "superseded", "valid_to": now, "superseded_by": new_id, "updated_at": now}
+        )
+        plan.count("update")
+    else:
+        plan.count("add")
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.lower().split()) == " ".join(b.lower().split())
+
+
+def _reinforced(fact: Fact, confidence: float, now: datetime, turns: tuple[str, ...]) -> Fact:
+    return fact.model_copy(
+        update={
+            "confidence": max(fact.confidence, confidence),
+            "reinforced_at": now,
+            "updated_at": now,
+            "reinforcements": fact.reinforcements + 1,
+            "provenance": tuple(dict.fromkeys((*fact.provenance, *turns))),
+        }
+    )
+
+
+def _edges(
+    raw: Sequence[consolidate.EdgeOut],
+    *,
+    plan: ConsolidationPlan,
+    ctx: MemoryContext,
+    aliases: Mapping[str, str],
+    rel: RelationsOptions,
+    known: set[str],
+    now: datetime,
+) -> list[Edge]:
+    out: dict[str, Edge] = {}
+    for edge in raw:
+        source, target = _subject(edge.source, aliases), _subject(edge.target, aliases)
+        relation = " ".join(edge.relation.lower().split())
+        if source is None or target is None or source == target:
+            plan.count("edges_invalid")
+            continue
+        if rel.vocabulary is not None and relation not in rel.vocabulary:
+            plan.count("edges_out_of_vocabulary")
+            continue
+        if not rel.create_implicit_entities and not {source, target} <= known:
+            plan.count("edges_unknown_endpoint")
+            continue
+        eid = stable_id("edge", ctx.namespace, ctx.user_id, source, relation, target)
+        out[eid] = Edge(
+            id=eid,
+            namespace=ctx.namespace,
+            user_id=ctx.user_id,
+            source=source,
+            relation=relation,
+            target=target,
+            confidence=edge.confidence,
+            created_at=now,
+            updated_at=now,
+            metadata={"prompt_version": consolidate.VERSION},
+        )
+    return list(out.values())

@@ -1,0 +1,48 @@
+"""Compaction prompt: many facts about ONE subject -> fewer, merged facts."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memory import Fact
+
+VERSION = "compact-v1"
+
+
+class Input(BaseModel):
+    """What the compactor sees: facts of a single subject."""
+
+    model_config = ConfigDict(frozen=True)
+
+    subject: str = Field(description="The one subject every fact is about.")
+    facts: list[Fact] = Field(description="Active facts of that subject, with ids.")
+
+
+class Merge(BaseModel):
+    """Several facts said as one."""
+
+    source_ids: list[str] = Field(min_length=2, description="Ids of the facts merged (all of the same subject).")
+    text: str = Field(min_length=1, max_length=1000, description="The merged fact, one or two sentences.")
+
+
+class Output(BaseModel):
+    """The compactor's answer; facts not named in any merge stay as they are."""
+
+    merges: list[Merge] = Field(default_factory=list, max_length=100)
+
+
+TEXT = """\
+You compact the semantic memory of one subject ("{subject}"). Merge facts that repeat or
+overlap into one fact that keeps every detail (names, dates, numbers). Do not merge facts that
+are unrelated, do not invent anything, and keep the subject: every merged fact is about
+"{subject}". Facts you do not merge stay unchanged.
+"""
+
+
+def render(*, subject: str, facts: list[Fact]) -> list[dict[str, str]]:
+    """Messages for the model."""
+    lines = "\n".join(f"- id={f.id} {f.text}" for f in facts)
+    return [
+        {"role": "system", "content": TEXT.format(subject=subject)},
+        {"role": "user", "content": f"Facts:\n{lines}"},
+    ]
