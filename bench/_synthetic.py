@@ -18,34 +18,39 @@ from memory.identity import stable_id
 
 __all__ = ["NAMES", "fact_batches", "queries"]
 
-FOODS = (
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+FOODS = _words(
     "sushi ramen pizza tacos paella curry dumplings pho falafel hummus lasagna risotto burritos kimchi "
     "bibimbap croissants bagels pretzels goulash moussaka tiramisu baklava churros empanadas ceviche "
     "gnocchi pierogi schnitzel couscous tagine shakshuka samosas biryani tempura udon gyoza nachos "
     "quesadillas enchiladas brisket cheesecake pancakes waffles granola oatmeal lentils chili gazpacho "
     "bruschetta focaccia mochi macarons scones crepes fondue raclette poutine jambalaya gumbo"
-).split()
-CITIES = (
+)
+CITIES = _words(
     "Lisbon Porto Madrid Seville Barcelona Paris Lyon Marseille Berlin Munich Hamburg Vienna Prague "
     "Budapest Warsaw Krakow Copenhagen Stockholm Oslo Helsinki Reykjavik Dublin Edinburgh London "
     "Amsterdam Brussels Zurich Geneva Milan Rome Naples Venice Florence Athens Istanbul Cairo Marrakesh "
     "Nairobi Capetown Mumbai Delhi Bangkok Hanoi Singapore Tokyo Kyoto Osaka Seoul Beijing Shanghai "
     "Sydney Melbourne Auckland Vancouver Toronto Montreal Chicago Boston Denver Austin Lima"
-).split()
-MONTHS = "January February March April May June July August September October November December".split()
-SPORTS = "tennis football basketball volleyball badminton squash chess golf hockey baseball cricket rugby".split()
-DAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
-JOBS = (
+)
+MONTHS = _words("January February March April May June July August September October November December")
+SPORTS = _words("tennis football basketball volleyball badminton squash chess golf hockey baseball cricket rugby")
+DAYS = _words("Monday Tuesday Wednesday Thursday Friday Saturday Sunday")
+JOBS = _words(
     "nurse teacher architect plumber chef pilot lawyer accountant designer engineer journalist dentist "
     "pharmacist librarian carpenter electrician photographer translator veterinarian firefighter"
-).split()
-PETS = "dog cat parrot rabbit hamster turtle goldfish ferret lizard canary".split()
-PET_NAMES = "Biscuit Pepper Luna Milo Olive Ziggy Nacho Pickle Mochi Rocket Waffles Juniper".split()
-TOPICS = (
+)
+PETS = _words("dog cat parrot rabbit hamster turtle goldfish ferret lizard canary")
+PET_NAMES = _words("Biscuit Pepper Luna Milo Olive Ziggy Nacho Pickle Mochi Rocket Waffles Juniper")
+TOPICS = _words(
     "astronomy gardening photography woodworking meditation sailing pottery calligraphy beekeeping "
     "birdwatching knitting origami climbing surfing skiing painting baking cycling running yoga"
-).split()
-INSTRUMENTS = "guitar piano violin cello drums flute saxophone trumpet ukulele harp".split()
+)
+INSTRUMENTS = _words("guitar piano violin cello drums flute saxophone trumpet ukulele harp")
 NAMES = ("maria", "jon", "priya", "tom", "aiko", "lena")
 
 _TEMPLATES = (

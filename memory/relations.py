@@ -80,7 +80,7 @@ class RelationsMixin(TierWriter):
                 )
             current[edge.id] = edge
             written.append(edge)
-        self.store.upsert("edges", written, self.embedder.embed([e.text for e in written]))
+        self.store.upsert("edges", written, self.embed([e.text for e in written]))
         excess = len(current) - rel.max_edges
         if excess > 0:
             weakest = sorted(current.values(), key=lambda e: (e.confidence, e.updated_at, e.id))[:excess]

@@ -8,6 +8,7 @@ Every filter goes through :func:`sql_literal`, so no id can widen a query.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -50,11 +51,14 @@ class Where:
 
     eq: Mapping[str, str]
     isin: Mapping[str, Sequence[str]] | None = None
+    ne: Mapping[str, str] | None = None
 
     def sql(self) -> str:
         parts: list[str] = []
         for column, value in self.eq.items():
             parts.append(f"{_column(column)} = {sql_literal(value)}")
+        for column, value in (self.ne or {}).items():
+            parts.append(f"({_column(column)} IS NULL OR {_column(column)} <> {sql_literal(value)})")
         for column, values in (self.isin or {}).items():
             if not values:
                 return "false"
@@ -89,7 +93,7 @@ _SPECS: dict[str, _Spec[Any]] = {
     "facts": _Spec(model=Fact, vectors=True),
     "digests": _Spec(model=Digest, vectors=True),
     "edges": _Spec(model=Edge, vectors=True),
-    "turns": _Spec(model=Turn, vectors=False),
+    "turns": _Spec(model=Turn, vectors=True),
     "aliases": _Spec(model=Alias, vectors=False),
 }
 _RESULT_COLUMNS = ["id", "record"]
@@ -108,8 +112,8 @@ def _engine_errors(action: str) -> Iterator[None]:
 
 
 def _searchable_text(record: BaseModel) -> str:
-    text = getattr(record, "text", None) or getattr(record, "summary", None) or ""
-    return str(text)
+    text = getattr(record, "search_text", None) or getattr(record, "text", None) or getattr(record, "summary", None)
+    return str(text or "")
 
 
 def _row(record: BaseModel, vector: np.ndarray | None) -> dict[str, Any]:
@@ -121,6 +125,8 @@ def _row(record: BaseModel, vector: np.ndarray | None) -> dict[str, Any]:
         "subject": getattr(record, "subject", None) or getattr(record, "source", None),
         "status": getattr(record, "status", None) or "active",
         "text": _searchable_text(record),
+        # Full-text search reads both columns: a turn is also found by the turn it replies to.
+        "context": f"{getattr(record, 'context', '')} {_searchable_text(record)}".strip(),
         "created_at": getattr(record, "created_at"),
         "updated_at": getattr(record, "updated_at", None) or getattr(record, "created_at"),
         "record": record.model_dump_json(),
@@ -141,6 +147,8 @@ class Store:
         dimensions: int,
         read_consistency: timedelta | None = timedelta(0),
         storage_options: Mapping[str, str] | None = None,
+        compact_every: int = 64,
+        keep_versions: timedelta = timedelta(minutes=10),
     ) -> None:
         self.uri = uri
         self.dimensions = dimensions
@@ -151,6 +159,10 @@ class Store:
             )
         self._tables: dict[str, Any] = {}
         self._indexed: set[str] = set()
+        self._writes: dict[str, int] = {}
+        self._write_lock = threading.RLock()
+        self.compact_every = compact_every
+        self.keep_versions = keep_versions
         self._check_meta()
 
     # -- schema -----------------------------------------------------------------------------
@@ -164,6 +176,7 @@ class Store:
             pa.field("subject", pa.string()),
             pa.field("status", pa.string()),
             pa.field("text", pa.string()),
+            pa.field("context", pa.string()),
             pa.field("created_at", pa.timestamp("us", tz="UTC")),
             pa.field("updated_at", pa.timestamp("us", tz="UTC")),
             pa.field("record", pa.string()),
@@ -208,16 +221,24 @@ class Store:
             existing = {tuple(ix.columns) for ix in table.list_indices()}
             if ("user_id",) not in existing:
                 table.create_index("user_id", config=BTree(), replace=True)
-            if _SPECS[name].vectors and ("text",) not in existing:
-                table.create_index(
-                    "text", config=FTS(language="English", stem=True, remove_stop_words=True, ascii_folding=True)
-                )
+            for column in ("text", "context") if _SPECS[name].vectors else ():
+                if (column,) not in existing:
+                    table.create_index(
+                        column, config=FTS(language="English", stem=True, remove_stop_words=True, ascii_folding=True)
+                    )
         self._indexed.add(name)
 
     # -- writes -----------------------------------------------------------------------------
 
     def upsert(self, name: TableName, records: Sequence[BaseModel], vectors: np.ndarray | None = None) -> None:
         """Insert or replace records by id, in one batch."""
+        self._write(name, records, vectors, insert_only=False)
+
+    def insert(self, name: TableName, records: Sequence[BaseModel], vectors: np.ndarray | None = None) -> None:
+        """Append records whose ids are new by construction (about 3x cheaper than an upsert)."""
+        self._write(name, records, vectors, insert_only=True)
+
+    def _write(self, name: TableName, records: Sequence[BaseModel], vectors: np.ndarray | None, *, insert_only: bool) -> None:
         if not records:
             return
         spec = _SPECS[name]
@@ -232,13 +253,30 @@ class Store:
         rows = [_row(r, None if vectors is None else vectors[i]) for i, r in enumerate(records)]
         data = pa.Table.from_pylist(rows, schema=self._schema(name))
         table = self.table(name)
-        with _engine_errors(f"write to {name}"):
-            table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
-        self._ensure_indexes(name)
+        with self._write_lock, _engine_errors(f"write to {name}"):
+            if insert_only:
+                table.add(data)
+            else:
+                table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+            self._ensure_indexes(name)
+            self._after_write(name)
 
     def delete(self, name: TableName, where: Where) -> None:
-        with _engine_errors(f"delete from {name}"):
+        with self._write_lock, _engine_errors(f"delete from {name}"):
             self.table(name).delete(where.sql())
+            self._after_write(name)
+
+    def _after_write(self, name: str) -> None:
+        """Every write adds a fragment and a version; many small ones slow every read down.
+
+        So every ``compact_every`` writes from this process the table is compacted and its
+        indexes caught up (versions younger than ``keep_versions`` stay for concurrent readers;
+        the janitor's storage compaction does the rest).
+        """
+        self._writes[name] = self._writes.get(name, 0) + 1
+        if self.compact_every and self._writes[name] >= self.compact_every:
+            self._writes[name] = 0
+            self.table(name).optimize(cleanup_older_than=self.keep_versions, delete_unverified=False)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -317,7 +355,7 @@ class Store:
         with _engine_errors(f"full-text search {name}"):
             rows = (
                 self.table(name)
-                .search(text, query_type="fts", fts_columns="text")
+                .search(text, query_type="fts", fts_columns=["text", "context"])
                 .where(where.sql(), prefilter=True)
                 .select([*_HIT_COLUMNS, "_score"])
                 .limit(limit)
@@ -339,11 +377,14 @@ class Store:
         versions: dict[str, int] = {}
         for name in _SPECS:
             table = self.table(name)
-            with _engine_errors(f"optimize {name}"):
+            with self._write_lock, _engine_errors(f"optimize {name}"):
                 if table.count_rows() == 0:
                     continue
                 self._ensure_indexes(name)
-                table.optimize(cleanup_older_than=cleanup_older_than or timedelta(0), delete_unverified=False)
+                table.optimize(
+                    cleanup_older_than=self.keep_versions if cleanup_older_than is None else cleanup_older_than,
+                    delete_unverified=False,
+                )
                 versions[name] = len(table.list_versions())
         return versions
 

@@ -27,7 +27,7 @@ from pipelines import (
 )
 
 from .capability import MemoryCapability, capability_options
-from .errors import ConfigurationError, InvalidArgumentError, ModelError
+from .errors import ConfigurationError, InvalidArgumentError, InvalidSubjectError, ModelError
 from .identity import stable_id
 from .records import Digest, Episode, Fact, MemoryContext, Message, Turn, WorkingEntry
 from .store import Where
@@ -127,6 +127,7 @@ class MemorySystem(MemoryCapability):
         self._locks: dict[tuple[str, str, str], asyncio.Lock] = {}
         self._read_side: MemoryCapability | None = None
         self._scheduler: Any = None
+        self._last_turn: dict[str, Turn] = {}
 
     @property
     def capability(self) -> MemoryCapability:
@@ -162,6 +163,20 @@ class MemorySystem(MemoryCapability):
     def _session_where(self, ctx: MemoryContext, session_id: str) -> Where:
         return Where(eq={**self.scope(ctx), "session_id": session_id})
 
+    @staticmethod
+    def _turn_id(ctx: MemoryContext, session_id: str, seq: int) -> str:
+        return stable_id("turn", ctx.namespace, ctx.user_id, session_id, str(seq))
+
+    def _speaker(self, ctx: MemoryContext, messages: Sequence[Message]) -> str:
+        """Who spoke: a named speaker's subject (the user's display names are "user"), else the user."""
+        name = next((m.name for m in messages if m.role == "user" and m.name), None)
+        if name is None:
+            return "user"
+        try:
+            return self.canonical(name, self.aliases_sync(ctx))
+        except InvalidSubjectError:
+            return "user"
+
     def _names(self, ctx: MemoryContext) -> tuple[list[str], dict[str, str]]:
         aliases = self.aliases_sync(ctx)
         return [name.title() for name, subject in aliases.items() if subject == "user"], aliases
@@ -176,18 +191,26 @@ class MemorySystem(MemoryCapability):
             raise InvalidArgumentError("capture needs a MemoryContext with a session_id")
         msgs = _messages(messages)
         async with self._lock(ctx):
-            seq = await self._run(self.store.count, "turns", self._session_where(ctx, ctx.session_id))
+            where = self._session_where(ctx, ctx.session_id)
+            seq = await self._run(self.store.count, "turns", where)
+            previous = self._last_turn.get(self._turn_id(ctx, ctx.session_id, seq - 1))
+            if previous is None and seq > 0:
+                found = await self._run(self.store.get, "turns", where, [self._turn_id(ctx, ctx.session_id, seq - 1)])
+                previous = found[0] if found else None
             turn = Turn(
-                id=stable_id("turn", ctx.namespace, ctx.user_id, ctx.session_id, str(seq)),
+                id=self._turn_id(ctx, ctx.session_id, seq),
                 namespace=ctx.namespace,
                 user_id=ctx.user_id,
                 session_id=ctx.session_id,
                 seq=seq,
                 messages=msgs,
+                subject=self._speaker(ctx, msgs),
+                context=" ".join(m.content for m in previous.messages)[-1000:] if previous else "",
                 created_at=self.clock.now(),
                 metadata=dict(metadata or {}),
             )
-            await self._run(self.store.upsert, "turns", [turn])
+            await self._run(self.put_turns_sync, [turn], new=True)
+            self._last_turn = {turn.id: turn}  # the next capture's context, without a read
             return await self._observe(ctx, turn)
 
     async def capture_from_items(
@@ -206,16 +229,16 @@ class MemorySystem(MemoryCapability):
 
     async def _observe(self, ctx: MemoryContext, turn: Turn) -> CaptureResult:
         names, aliases = self._names(ctx)
-        known = await self._run(self.store.column_values, "facts", Where(eq=self.scope(ctx)), "subject")
+        known = await self._run(self.known_subjects_sync, ctx)
         try:
             observed = await observe_turn(self.stages, turn=turn, user_names=names, aliases=aliases, known_subjects=known)
         except ModelError as exc:
             failed = turn.model_copy(update={"error": str(exc)[:2000], "attempts": turn.attempts + 1})
-            await self._run(self.store.upsert, "turns", [failed])
+            await self._run(self.put_turns_sync, [failed])
             return CaptureResult(turn=failed, entries=[], deferred=True, error=str(exc))
         await self._run(self.add_working_entries_sync, ctx, observed.entries)
         done = turn.model_copy(update={"status": "observed", "error": None, "attempts": turn.attempts + 1})
-        await self._run(self.store.upsert, "turns", [done])
+        await self._run(self.put_turns_sync, [done])
         return CaptureResult(turn=done, entries=observed.entries)
 
     # -- sessions ---------------------------------------------------------------------------
@@ -253,7 +276,7 @@ class MemorySystem(MemoryCapability):
         await self._run(self.add_episode_sync, episode)
         closed = [e.model_copy(update={"status": "closed", "updated_at": now}) for e in entries if e.status != "closed"]
         if closed:
-            await self._run(self.store.upsert, "working", closed, self.embedder.embed([e.text for e in closed]))
+            await self._run(self.store.upsert, "working", closed, self.embed([e.text for e in closed]))
         return SessionResult(episode=episode)
 
     # -- consolidation ----------------------------------------------------------------------
@@ -261,7 +284,7 @@ class MemorySystem(MemoryCapability):
     def _candidate_facts(self, ctx: MemoryContext, episodes: Sequence[Episode], per_episode: int = 20) -> list[Fact]:
         """Existing facts the consolidator should see: the nearest ones of the same subjects."""
         found: dict[str, Fact] = {}
-        vectors = self.embedder.embed([e.summary for e in episodes])
+        vectors = self.embed([e.summary for e in episodes])
         for episode, vector in zip(episodes, vectors, strict=True):
             where = Where(eq=self.scope(ctx), isin={"status": ["active"], "subject": list(episode.subjects)})
             for hit in self.store.vector_search("facts", vector, where, limit=per_episode):
@@ -277,22 +300,25 @@ class MemorySystem(MemoryCapability):
         for start in range(0, len(pending), batch_size):
             batch = pending[start : start + batch_size]
             existing = await self._run(self._candidate_facts, ctx, batch)
+            sessions = Where(eq=self.scope(ctx), isin={"session_id": [e.session_id for e in batch]})
+            observed: list[WorkingEntry] = await self._run(self.store.query, "working", sessions)
+            observed.sort(key=lambda e: (e.session_id, e.seq, e.id))
             now = self.clock.now()
             try:
                 plan = await consolidate_episodes(
-                    self.stages, ctx=ctx, episodes=batch, existing=existing, user_names=names,
+                    self.stages, ctx=ctx, episodes=batch, observations=observed, existing=existing, user_names=names,
                     aliases=aliases, relations=self.relations, now=now,
                 )  # fmt: skip
             except ModelError as exc:
                 failed = [e.model_copy(update={"error": str(exc)[:2000], "updated_at": now}) for e in batch]
-                await self._run(self.store.upsert, "episodes", failed, self.embedder.embed([e.summary for e in failed]))
+                await self._run(self.store.upsert, "episodes", failed, self.embed([e.summary for e in failed]))
                 result.deferred, result.error = True, str(exc)
                 return result
             await self._run(self.put_facts_sync, list(plan.facts.values()))
             if plan.edges:
                 await self._run(self.put_edges_sync, ctx, plan.edges)
             done = [e.model_copy(update={"status": "consolidated", "error": None, "updated_at": now}) for e in batch]
-            await self._run(self.store.upsert, "episodes", done, self.embedder.embed([e.summary for e in done]))
+            await self._run(self.store.upsert, "episodes", done, self.embed([e.summary for e in done]))
             result.episodes += len(batch)
             for key, value in plan.counts.items():
                 result.counts[key] = result.counts.get(key, 0) + value

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar, cast
+
+import numpy as np
 
 from .clock import Clock
 from .decay import turn_decay
@@ -13,13 +17,15 @@ from .embedders import Embedder
 from .errors import InvalidArgumentError
 from .identity import fact_id, stable_id
 from .options import SemanticOptions, WorkingOptions
-from .records import Alias, Digest, Episode, Fact, MemoryContext, WorkingEntry
-from .store import Store, Where
+from .records import Alias, Digest, Episode, Fact, MemoryContext, Turn, WorkingEntry
+from .store import Store, TableName, Where
 from .subjects import USER, canonical_subject
 
 __all__ = ["TierWriter"]
 
+T = TypeVar("T")
 MAX_TEXT = 8000
+_CACHE_SIZE = 4096
 
 
 def _text(value: str, what: str = "text") -> str:
@@ -51,6 +57,25 @@ class TierWriter:
         self.clock = clock
         self.working = working
         self.semantic = semantic
+        self._derived: dict[tuple[str, str, str], tuple[int, Any]] = {}
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._vectors_lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed through a small LRU cache: status rewrites of a record never pay for its vector twice."""
+        with self._vectors_lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        fresh = self.embedder.embed(missing) if missing else None
+        with self._vectors_lock:
+            for i, text in enumerate(missing):
+                assert fresh is not None
+                self._vectors[text] = fresh[i]
+            for text in texts:
+                self._vectors.move_to_end(text)
+            rows = [self._vectors[t] for t in texts]
+            while len(self._vectors) > _CACHE_SIZE:
+                self._vectors.popitem(last=False)
+        return np.stack(rows) if rows else np.zeros((0, self.embedder.dimensions), dtype=np.float32)
 
     # -- scope and subjects -----------------------------------------------------------------
 
@@ -61,9 +86,32 @@ class TierWriter:
     def canonical(self, subject: str, aliases: Mapping[str, str] | None = None) -> str:
         return canonical_subject(subject, aliases=aliases)
 
+    def _per_user(self, table: TableName, ctx: MemoryContext, load: Callable[[], T]) -> T:
+        """A per-user value derived from one table, cached until that table's version moves."""
+        key = (table, ctx.namespace, ctx.user_id)
+        version = self.store.version(table)
+        cached = self._derived.get(key)
+        if cached is not None and cached[0] == version:
+            return cast(T, cached[1])
+        value = load()
+        self._derived[key] = (version, value)
+        return value
+
     def aliases_sync(self, ctx: MemoryContext) -> dict[str, str]:
         """Display name (lowercased) -> subject, for this user."""
-        return {a.name: a.subject for a in self.store.query("aliases", Where(eq=self.scope(ctx)))}
+        return dict(
+            self._per_user(
+                "aliases",
+                ctx,
+                lambda: {a.name: a.subject for a in self.store.query("aliases", Where(eq=self.scope(ctx)))},
+            )
+        )
+
+    def known_subjects_sync(self, ctx: MemoryContext) -> list[str]:
+        """Subjects with facts for this user."""
+        return list(
+            self._per_user("facts", ctx, lambda: self.store.column_values("facts", Where(eq=self.scope(ctx)), "subject"))
+        )
 
     def add_alias_sync(self, ctx: MemoryContext, name: str, subject: str = USER) -> Alias:
         """Record that ``name`` (e.g. "Caroline") stands for ``subject`` (by default the user)."""
@@ -89,6 +137,14 @@ class TierWriter:
     def _subject(self, ctx: MemoryContext, subject: str) -> str:
         return canonical_subject(subject, aliases=self.aliases_sync(ctx))
 
+    # -- the session log --------------------------------------------------------------------
+
+    def put_turns_sync(self, turns: Sequence[Turn], *, new: bool = False) -> None:
+        """Journal turns; the log is searchable, so each turn carries the vector of its text."""
+        if turns:
+            write = self.store.insert if new else self.store.upsert
+            write("turns", list(turns), self.embed([t.text for t in turns]))
+
     # -- working ----------------------------------------------------------------------------
 
     def session_seq(self, ctx: MemoryContext) -> int:
@@ -110,7 +166,7 @@ class TierWriter:
         """Write entries, then keep at most ``capacity`` active by effective salience (overflow stays logged)."""
         if not entries:
             return []
-        self.store.upsert("working", list(entries), self.embedder.embed([e.text for e in entries]))
+        self.store.upsert("working", list(entries), self.embed([e.text for e in entries]))
         self._enforce_capacity(ctx)
         return list(entries)
 
@@ -123,7 +179,7 @@ class TierWriter:
         half = self.working.salience_half_life if self.working else 8.0
         keep = sorted(active, key=lambda e: (-turn_decay(e.salience, now_seq - e.seq, half_life_turns=half), -e.seq, e.id))
         overflow = [e.model_copy(update={"status": "overflow", "updated_at": self.clock.now()}) for e in keep[capacity:]]
-        self.store.upsert("working", overflow, self.embedder.embed([e.text for e in overflow]))
+        self.store.upsert("working", overflow, self.embed([e.text for e in overflow]))
 
     def add_working_memory_sync(
         self,
@@ -166,7 +222,7 @@ class TierWriter:
     # -- episodic ---------------------------------------------------------------------------
 
     def add_episode_sync(self, episode: Episode) -> Episode:
-        self.store.upsert("episodes", [episode], self.embedder.embed([episode.summary]))
+        self.store.upsert("episodes", [episode], self.embed([episode.summary]))
         return episode
 
     async def add_episode(self, episode: Episode) -> Episode:
@@ -198,7 +254,7 @@ class TierWriter:
 
     def put_facts_sync(self, facts: Sequence[Fact]) -> None:
         if facts:
-            self.store.upsert("facts", list(facts), self.embedder.embed([f.text for f in facts]))
+            self.store.upsert("facts", list(facts), self.embed([f.text for f in facts]))
 
     def add_semantic_fact_sync(
         self,
@@ -270,7 +326,7 @@ class TierWriter:
             provenance=tuple(provenance),
             metadata=meta,
         )
-        self.store.upsert("digests", [digest], self.embedder.embed([digest.text]))
+        self.store.upsert("digests", [digest], self.embed([digest.text]))
         return digest
 
     async def set_digest(self, ctx: MemoryContext, text: str, **kwargs: Any) -> Digest:

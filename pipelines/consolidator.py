@@ -7,6 +7,7 @@ old fact keeps its text, gets ``valid_to`` and ``superseded_by`` and stays inspe
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +19,7 @@ from memory import (
     InvalidSubjectError,
     MemoryContext,
     RelationsOptions,
+    WorkingEntry,
     canonical_subject,
 )
 from memory.identity import fact_id, stable_id
@@ -62,6 +64,7 @@ async def consolidate_episodes(
     *,
     ctx: MemoryContext,
     episodes: Sequence[Episode],
+    observations: Sequence[WorkingEntry] = (),
     existing: Sequence[Fact],
     user_names: Sequence[str],
     aliases: Mapping[str, str],
@@ -71,15 +74,19 @@ async def consolidate_episodes(
     """One model call for a batch of episodes; the plan is applied by the caller."""
     rel = relations if relations is not None and relations.enabled else None
     inputs = consolidate.Input(
-        episodes=list(episodes), existing=list(existing), user_names=list(user_names), relations=rel, now=now
+        episodes=list(episodes),
+        observations=list(observations),
+        existing=list(existing),
+        user_names=list(user_names),
+        relations=rel,
+        now=now,
     )
     output = await model.generate("consolidate", inputs, consolidate.Output)
     plan = ConsolidationPlan()
     known = {f.id: f for f in existing}
-    turn_ids = tuple(dict.fromkeys(t for e in episodes for t in e.provenance))
-    episode_ids = [e.id for e in episodes]
+    sources = _Sources(episodes, observations)
     for op in output.operations:
-        _apply(op, plan=plan, ctx=ctx, known=known, aliases=aliases, now=now, turns=turn_ids, episodes=episode_ids)
+        _apply(op, plan=plan, ctx=ctx, known=known, aliases=aliases, now=now, sources=sources)
     if rel is not None:
         subjects = {"user"} | {f.subject for f in existing} | {f.subject for f in plan.facts.values()}
         subjects |= {s for e in episodes for s in e.subjects}
@@ -95,8 +102,7 @@ def _apply(
     known: dict[str, Fact],
     aliases: Mapping[str, str],
     now: datetime,
-    turns: tuple[str, ...],
-    episodes: list[str],
+    sources: _Sources,
 ) -> None:
     if op.op == "noop":
         plan.count("noop")
@@ -121,6 +127,8 @@ def _apply(
         plan.refused.append(Refusal(op=op.op, subject=subject, reason="empty text"))
         plan.count("refused")
         return
+    episodes = sources.episode_ids(op.source_episode_ids)
+    turns = sources.turns(op.text or (target.text if target else ""), subject, episodes)
     meta = {"prompt_version": consolidate.VERSION, "episodes": episodes}
     if op.op == "reinforce" or (op.op == "update" and target is not None and _same(target.text, op.text)):
         assert target is not None
@@ -155,6 +163,43 @@ def _apply(
         plan.count("update")
     else:
         plan.count("add")
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_GENERIC = frozenset({"user", "the", "and", "a", "an", "to", "of", "in", "on", "at", "for", "is", "was", "with", "s"})
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w for w in _WORD.findall(text.lower()) if w not in _GENERIC)
+
+
+class _Sources:
+    """Where a fact came from: the observations (and so the turns) that say it, not the whole batch."""
+
+    def __init__(self, episodes: Sequence[Episode], observations: Sequence[WorkingEntry]) -> None:
+        self._episodes = {e.id: e for e in episodes}
+        self._session = {e.session_id: e.id for e in episodes}
+        self._observations = [(o, _words(o.text), self._session.get(o.session_id)) for o in observations]
+
+    def episode_ids(self, named: Sequence[str]) -> list[str]:
+        valid = [i for i in named if i in self._episodes]
+        return valid or list(self._episodes)
+
+    def turns(self, text: str, subject: str, episodes: Sequence[str]) -> tuple[str, ...]:
+        """Turns of the best-matching observations (same subject first); else the source episodes' turns."""
+        words = _words(text)
+        scored = []
+        for obs, obs_words, episode in self._observations:
+            if episode not in episodes or not words or not obs_words:
+                continue
+            overlap = len(words & obs_words) / len(words | obs_words)
+            scored.append((overlap + (0.05 if obs.subject == subject else 0.0), obs))
+        scored.sort(key=lambda pair: -pair[0])
+        if scored and scored[0][0] >= 0.2:
+            best = scored[0][0]
+            chosen = [obs for score, obs in scored[:3] if score >= 0.6 * best]
+            return tuple(dict.fromkeys(t for obs in chosen for t in obs.provenance))
+        return tuple(dict.fromkeys(t for e in episodes for t in self._episodes[e].provenance))
 
 
 def _same(a: str, b: str) -> bool:

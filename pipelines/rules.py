@@ -30,77 +30,36 @@ from prompts import encode_episode as encode_prompt
 from prompts import observe as observe_prompt
 
 from .sentences import (
+    APPOSITION,
+    COUPLES,
+    HEALTH,
+    MY_REL_START,
+    OWNER_REL,
+    PLACES,
+    RELATIONS,
+    REVEALS,
+    SECOND_PERSON,
     STARTERS,
+    WORK,
     content_words,
     ensure_period,
     has_first_person,
     jaccard,
+    kind_of,
     leading_name,
     normalise,
     rewrite_first_person,
+    salience_of,
     split_sentences,
+    strip_apposition,
     strip_greeting,
 )
 
 __all__ = ["RULES", "consolidate", "digest", "encode_episode", "observe"]
 
-_REL_SPEC = """wife husband spouse=married to; partner girlfriend boyfriend=partner of;
-fiance fiancee fiancé fiancée=engaged to; brother=brother of; sister=sister of; mother mom mum=mother of;
-father dad=father of; son=son of; daughter=daughter of; friend bestie=friend of; cousin=cousin of;
-colleague coworker co-worker=colleague of; boss manager=boss of; aunt=aunt of; uncle=uncle of;
-grandmother grandma=grandmother of; grandfather grandpa=grandfather of; niece=niece of; nephew=nephew of;
-neighbor neighbour=neighbour of; roommate flatmate=roommate of; mentor=mentor of"""
-RELATIONS: dict[str, str] = {
-    word: rel.strip() for part in _REL_SPEC.split(";") for words, rel in [part.split("=")] for word in words.split()
-}
-_COUPLES = frozenset({"married to", "partner of", "engaged to"})
-_REL = "|".join(sorted(map(re.escape, RELATIONS), key=len, reverse=True))
-_MOD = r"(?:(?:best|old|older|younger|little|big|new|close|good|dear|eldest|oldest|youngest|twin|step)\s+)?"
-_NAME = r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?"
-_OWNER = r"(?P<owner>\b[Tt]he user's|\b[A-Z][a-z]+'s|\b[Mm]y|\b[Oo]ur)"
-_MY_REL_START = re.compile(
-    rf"^(?i:(?:(?:and|so|also|oh|well|btw|plus)\b,?\s+)*(?:my|our)\s+(?P<mod>{_MOD})(?P<rel>{_REL})),?\s+"
-    rf"(?P<name>{_NAME})(?P<poss>'s)?\b,?\s*(?P<rest>.*)$"
-)
-_APPOS = re.compile(rf"\b(?P<name>{_NAME}),\s+{_OWNER}\s+(?i:(?P<mod>{_MOD})(?P<rel>{_REL}))\b")
-_OWNER_REL = re.compile(rf"{_OWNER}\s+(?i:(?P<mod>{_MOD})(?P<rel>{_REL})),?\s+(?P<name>{_NAME})")
-_PROPER = r"(?:the\s+)?(?P<org>[A-Z][\w&-]*(?:\s+(?:&\s+)?[A-Z][\w&-]*){0,3})"
-_PLACES = [
-    (re.compile(rf"\b(?:works?|worked|working)\s+(?:at|for)\s+{_PROPER}"), "works at"),
-    (re.compile(rf"\b(?:lives?|lived|living|moved|relocated)\s+(?:in|to)\s+{_PROPER}"), "lives in"),
-    (re.compile(rf"\b(?:stud(?:y|ies|ied|ying))\s+at\s+{_PROPER}"), "studies at"),
-    (re.compile(rf"\bmembers?\s+of\s+{_PROPER}"), "member of"),
-]
-_REVEALS = re.compile(r"\b(?:my|our|I'm|I am|I've|I have|I was|we're|we have)\b", re.IGNORECASE)
-_PREFERENCE = re.compile(
-    r"\b(?:lov(?:e|es|ed|ing)|likes?|liked|enjoy(?:s|ed)?|hate[sd]?|prefer(?:s|red)?|favou?rites?|fan of|"
-    r"can't stand|dislike[sd]?|passionate about)\b",
-    re.IGNORECASE,
-)
-_PLAN = re.compile(
-    r"\b(?:will|going to|gonna|plan(?:s|ning|ned)?|next (?:week|weekend|month|year|summer|spring|fall|autumn|"
-    r"winter|time)|tomorrow|tonight|soon|upcoming|intend(?:s)?|hop(?:e|ing) to|about to|thinking of)\b|\w'll\b",
-    re.IGNORECASE,
-)
-_EVENT = re.compile(
-    r"\b(?:went|did|yesterday|last (?:week|weekend|month|year|night|summer|spring|fall|winter|time)|ago|"
-    r"visited|attended|met|took|bought|finished|started|moved|saw|celebrated|graduated|joined|won|ran)\b"
-    r"|\bI\s+(?:\w+ly\s+)?\w+ed\b",
-    re.IGNORECASE,
-)
-_RELATIONSHIP = re.compile(rf"\b(?i:my|our)\s+(?i:{_MOD}(?:{_REL}))s?\b|\b(?i:{_REL}),?\s+[A-Z][a-z]+")
-_HEALTH = re.compile(
-    r"\b(?:allerg\w*|diabet\w*|asthma|cancer|sick|illness|doctor|hospital\w*|diagnos\w*|medic\w*|surger\w*|"
-    r"injur\w*|pregnan\w*|vegan|vegetarian|gluten|lactose|therap\w*|depress\w*|anxiety|disease|health\w*)\b",
-    re.IGNORECASE,
-)
-_WORK = re.compile(
-    r"\b(?:work\w*|job|career|compan\w*|office|employ\w*|hired|promot\w*|salary|colleague|boss|engineer|"
-    r"teacher|nurse|startup|business|profession\w*|intern\w*|retire\w*|student|universit\w*|college|degree)\b",
-    re.IGNORECASE,
-)
 _SINGLE_VALUED = frozenset(
-    ["works", "work", "lives", "live", "moved", "favourite", "favorite", "name", "age", "old", "job", "married", "studies", "born", "birthday", "employed"]
+    {"works", "work", "lives", "live", "moved", "favourite", "favorite", "name", "age", "old", "job", "married"}
+    | {"studies", "born", "birthday", "employed"}
 )
 _MAX_OBSERVATIONS = 20
 
@@ -122,16 +81,20 @@ def _display(subject: str) -> str:
 
 
 def _lead_subject(name: str, aliases: Mapping[str, str], known: set[str]) -> str | None:
+    """A known subject, or an organisation-like run of capitalised words ("Acme Corp").
+
+    A single unknown capitalised word is not enough: every sentence starts with one ("Painting ...").
+    """
     full, first = _canon(name, aliases), _canon(name.split()[0], aliases)
     for candidate in (full, first):
         if candidate is not None and (candidate == USER or candidate in known):
             return candidate
-    return first if len(name.split()) == 1 else full
+    return full if len(name.split()) > 1 else None
 
 
 def _attribute(sentence: str, speaker: str, owner: str, aliases: Mapping[str, str], known: set[str]) -> tuple[str, str]:
     """(subject, third-person text) of one sentence said by ``speaker`` (called ``owner`` in text)."""
-    m = _MY_REL_START.match(sentence)
+    m = MY_REL_START.match(sentence)
     if m and m["name"].split()[0] not in STARTERS and not re.match(r"(?i)and (?:I|me)\b", m["rest"]):
         person = _canon(m["name"].split()[0], aliases)
         if person is not None and person != speaker:
@@ -145,30 +108,12 @@ def _attribute(sentence: str, speaker: str, owner: str, aliases: Mapping[str, st
     lead = leading_name(sentence)
     if lead is not None and (lead[1] or not has_first_person(sentence)):
         subject = _lead_subject(lead[0], aliases, known)
+        subject = _canon(lead[0].split()[0], aliases) if subject is None and lead[1] else subject
         if subject is not None:
             return subject, rewrite_first_person(sentence, owner)
     if has_first_person(sentence):
         return speaker, rewrite_first_person(sentence, owner)
     return speaker, f"{owner} said: {sentence}"
-
-
-def _kind(sentence: str) -> observe_prompt.Kind:
-    for pattern, kind in ((_PREFERENCE, "preference"), (_PLAN, "plan"), (_EVENT, "event")):
-        if pattern.search(sentence):
-            return kind  # type: ignore[return-value]
-    return "relationship" if _RELATIONSHIP.search(sentence) else "fact"
-
-
-def _salience(sentence: str, kind: str, words: Sequence[str]) -> float:
-    if _HEALTH.search(sentence):
-        return 0.9
-    if kind == "relationship" or _RELATIONSHIP.search(sentence):
-        return 0.85
-    if _WORK.search(sentence) or kind == "preference":
-        return 0.8
-    if len(words) < 3:
-        return 0.3
-    return 0.6 if kind in {"plan", "event"} else 0.5
 
 
 def _speaker(name: str | None, aliases: Mapping[str, str]) -> tuple[str, str] | None:
@@ -183,22 +128,24 @@ def _speaker(name: str | None, aliases: Mapping[str, str]) -> tuple[str, str] | 
 
 
 def _observe_sentence(
-    raw: str, speaker: tuple[str, str], aliases: Mapping[str, str], known: set[str]
+    raw: str, speaker: tuple[str, str], aliases: Mapping[str, str], known: set[str], names: set[str]
 ) -> observe_prompt.Observation | None:
     sentence = strip_greeting(raw)
-    words = content_words(sentence)
-    if not words or (len(words) < 2 and not (_HEALTH.search(sentence) or _WORK.search(sentence))):
+    words = [w for w in content_words(sentence) if w not in names]  # "Agreed, Caroline!" is small talk
+    if not words or (len(words) < 2 and not (HEALTH.search(sentence) or WORK.search(sentence))):
         return None
     subject, owner = speaker
     question = sentence.endswith("?")
-    if question and not _REVEALS.search(sentence):
+    if question and not REVEALS.search(sentence):
         return None
+    if SECOND_PERSON.search(sentence) and not has_first_person(sentence):
+        return None  # about the listener ("You're so inspiring!"), not the speaker
     if question:
         text = f"{owner} asked: {rewrite_first_person(sentence, owner)}"
     else:
         subject, text = _attribute(sentence, subject, owner, aliases, known)
-    kind = _kind(sentence)
-    salience = _salience(sentence, kind, words)
+    kind = kind_of(sentence)
+    salience = salience_of(sentence, kind, words)
     text = ensure_period(text)
     if len(text) > 1000:
         text = text[:999].rsplit(" ", 1)[0] + "…"
@@ -211,13 +158,14 @@ def observe(inputs: observe_prompt.Input) -> observe_prompt.Output:
     """Observations from the user-role messages of one turn, attributed to their subjects."""
     aliases = _aliases(inputs.user_names)
     known = set(inputs.known_subjects)
+    names = {n.lower() for m in inputs.messages if m.name for n in m.name.split()} | {n.split()[0] for n in aliases}
     found: list[observe_prompt.Observation] = []
     for message in inputs.messages:
         speaker = _speaker(message.name, aliases) if message.role == "user" else None
         if speaker is None:
             continue
         for raw in split_sentences(message.content):
-            obs = _observe_sentence(raw, speaker, aliases, known)
+            obs = _observe_sentence(raw, speaker, aliases, known, names)
             if obs is not None and all(o.text != obs.text for o in found):
                 found.append(obs)
     if len(found) > _MAX_OBSERVATIONS:
@@ -256,7 +204,7 @@ def encode_episode(inputs: encode_prompt.Input) -> encode_prompt.Output:
         chosen = _extract([(e.text, e.salience) for _, e in entries])
         top = sorted((e.salience for _, e in entries), reverse=True)[:3]
         return encode_prompt.Output(
-            summary=" ".join(chosen), subjects=_subjects(e.subject for _, e in entries), salience=round(fmean(top), 4)
+            summary=" ".join(chosen), subjects=_subjects(e.subject for _, e in entries), salience=fmean(top)
         )
     turns = sorted(inputs.turns, key=lambda t: (t.seq, t.created_at))
     observed = [
@@ -276,9 +224,9 @@ def encode_episode(inputs: encode_prompt.Input) -> encode_prompt.Output:
 
 def _fact_subject(sentence: str, aliases: Mapping[str, str], known: set[str]) -> str:
     """Who a third-person sentence of an episode is about."""
-    for pattern in (_APPOS, _OWNER_REL):
+    for pattern in (APPOSITION, OWNER_REL):
         m = pattern.match(sentence)
-        if m and m["name"].split()[0] not in STARTERS:
+        if m and m["name"].split()[0] not in STARTERS and not sentence[m.end() :].startswith(" and "):
             subject = _canon(m["name"].split()[0], aliases)
             if subject is not None:
                 return subject
@@ -292,22 +240,28 @@ def _fact_subject(sentence: str, aliases: Mapping[str, str], known: set[str]) ->
     return USER
 
 
+def _confidence(text: str, episode_salience: float) -> float:
+    """Lasting facts (health, family, work) score higher; hearsay ("X said: ...") lower."""
+    salience = salience_of(text, kind_of(text), content_words(text)) - (0.2 if " said: " in text else 0.0)
+    return round(min(0.95, 0.35 + 0.4 * salience + 0.2 * episode_salience), 4)
+
+
 def _same_attribute(new: str, old: str) -> bool:
     """Same attribute, other value: "The user works at Acme" vs "The user works at Globex"."""
-    a, b = normalise(new), normalise(old)
+    a, b = normalise(strip_apposition(new)), normalise(strip_apposition(old))
     prefix = 0
     while prefix < min(len(a), len(b)) and a[prefix] == b[prefix]:
         prefix += 1
     single = any(t.split("'")[0] in _SINGLE_VALUED for t in a[:prefix])
-    return prefix >= 4 and single and len(a) - prefix <= 4 and len(b) - prefix <= 4 and a != b
+    return prefix >= 3 and single and len(a) - prefix <= 4 and len(b) - prefix <= 4 and a != b
 
 
 def _operation(
     subject: str, text: str, existing: Sequence[Fact], episode_id: str, confidence: float
 ) -> consolidate_prompt.Operation:
     same = [f for f in existing if f.subject == subject]  # never compare across subjects
-    best = max(same, key=lambda f: jaccard(text, f.text), default=None)
-    if best is not None and jaccard(text, best.text) >= 0.8:
+    best = max(same, key=lambda f: jaccard(strip_apposition(text), strip_apposition(f.text)), default=None)
+    if best is not None and jaccard(strip_apposition(text), strip_apposition(best.text)) >= 0.8:
         return consolidate_prompt.Operation(
             op="reinforce", subject=subject, text=best.text, target_id=best.id,
             confidence=min(1.0, round(best.confidence + 0.1, 4)), source_episode_ids=[episode_id],
@@ -339,15 +293,15 @@ def _merge(ops: list[consolidate_prompt.Operation], new: consolidate_prompt.Oper
 def _edges(sentence: str, subject: str, aliases: Mapping[str, str]) -> list[tuple[str, str, str]]:
     """(source, relation, target) triples stated by one sentence, following the module's convention."""
     found: list[tuple[str, str, str]] = []
-    for pattern in (_APPOS, _OWNER_REL, _MY_REL_START):
+    for pattern in (APPOSITION, OWNER_REL, MY_REL_START):
         for m in pattern.finditer(sentence):
             raw_owner = (m.groupdict().get("owner") or "my").removesuffix("'s")
             owner = USER if raw_owner.lower() in {"my", "our"} else _canon(raw_owner, aliases)
             person = _canon(m["name"].split()[0], aliases) if m["name"].split()[0] not in STARTERS else None
             relation = RELATIONS[m["rel"].lower()]
             if owner and person and owner != person:
-                found.append((owner, relation, person) if relation in _COUPLES else (person, relation, owner))
-    for pattern, relation in _PLACES:
+                found.append((owner, relation, person) if relation in COUPLES else (person, relation, owner))
+    for pattern, relation in PLACES:
         for m in pattern.finditer(sentence):
             target = _canon(m["org"], aliases)
             if target is not None and target != subject:
@@ -359,25 +313,23 @@ def consolidate(inputs: consolidate_prompt.Input) -> consolidate_prompt.Output:
     """Fact operations (add / reinforce / update) per episode sentence, and edges when relations are on."""
     aliases = _aliases(inputs.user_names)
     rel = inputs.relations
+    on = rel is not None and rel.enabled
     vocabulary = None if rel is None or rel.vocabulary is None else set(rel.vocabulary)
     ops: list[consolidate_prompt.Operation] = []
-    edges: dict[tuple[str, str, str], consolidate_prompt.EdgeOut] = {}
+    edges: dict[tuple[str, str, str], None] = {}  # ordered set
     for episode in inputs.episodes:
         known = set(episode.subjects) | {f.subject for f in inputs.existing}
-        confidence = round(0.55 + 0.4 * episode.salience, 4)
         for sentence in split_sentences(episode.summary):
             if sentence.endswith("?") or re.match(r"^\S+(?: \S+)? asked:", sentence):
                 continue
             subject = _fact_subject(sentence, aliases, known)
-            if rel is not None and rel.enabled:
-                for triple in _edges(sentence, subject, aliases):
-                    if (vocabulary is None or triple[1] in vocabulary) and len(edges) < 100:
-                        edges.setdefault(triple, consolidate_prompt.EdgeOut(source=triple[0], relation=triple[1],
-                                                                             target=triple[2]))
+            found = _edges(sentence, subject, aliases) if on else []
+            edges.update((t, None) for t in found if vocabulary is None or t[1] in vocabulary)
             if len(content_words(sentence)) >= 2 and len(ops) < 100:
                 text = ensure_period(sentence)[:1000]
-                _merge(ops, _operation(subject, text, inputs.existing, episode.id, confidence))
-    return consolidate_prompt.Output(operations=ops, edges=list(edges.values()))
+                _merge(ops, _operation(subject, text, inputs.existing, episode.id, _confidence(text, episode.salience)))
+    out = [consolidate_prompt.EdgeOut(source=s, relation=r, target=t) for s, r, t in list(edges)[:100]]
+    return consolidate_prompt.Output(operations=ops, edges=out)
 
 
 def _about_user(text: str, name: str) -> str:
@@ -388,7 +340,7 @@ def _about_user(text: str, name: str) -> str:
 
 def _relation_word(subject: str, facts: Sequence[Fact], edges: Sequence[Edge], aliases: Mapping[str, str]) -> str:
     for fact in facts:
-        for pattern in (_APPOS, _OWNER_REL):
+        for pattern in (APPOSITION, OWNER_REL):
             for m in pattern.finditer(fact.text):
                 owner = (m["owner"] or "").removesuffix("'s").lower()
                 if _canon(m["name"].split()[0], aliases) == subject and owner in {"the user", "my", "our"}:
@@ -396,7 +348,7 @@ def _relation_word(subject: str, facts: Sequence[Fact], edges: Sequence[Edge], a
     for edge in edges:
         if edge.source == subject and edge.target == USER and edge.relation.endswith(" of"):
             return edge.relation.removesuffix(" of")
-        if edge.source == USER and edge.target == subject and edge.relation in _COUPLES:
+        if edge.source == USER and edge.target == subject and edge.relation in COUPLES:
             return {"married to": "spouse", "partner of": "partner"}.get(edge.relation, "fiancé")
     return ""
 
@@ -409,20 +361,29 @@ def _person_lines(
     link = next((e.relation for e in edges if e.source == USER and e.target == subject), None)
     lines: list[str] = []
     for fact in facts:
-        bare = re.sub(rf"^({_NAME}),\s+(?:[Tt]he user's|my|our)\s+[^,]+,\s+", r"\1 ", fact.text)
+        bare = strip_apposition(fact.text)
         text = _about_user(bare, name)
         starts = text.lower().startswith(display.lower())
         if lines:
             lines.append(text if display.lower() in text.lower() else f"About {display}: {text}")
-        elif _OWNER_REL.match(bare) or (not starts and display.lower() in text.lower() and name in text):
+        elif OWNER_REL.match(bare) or (not starts and display.lower() in text.lower() and name in text):
             lines.append(text)
         elif rel and starts:
             lines.append(f"{name}'s {rel} {text}")
         elif link is not None:
             lines.append(f"{name} {link} {display}: {text}")
         else:
-            lines.append(f"{name} knows {display}: {text}")
+            lines.append(f"{name} {'is connected to' if '-' in subject else 'knows'} {display}: {text}")
     return lines
+
+
+def _edge_sentence(edge: Edge, other: str, name: str) -> str:
+    if edge.target == USER and edge.relation.endswith(" of"):
+        return f"{_display(other)} is {name}'s {edge.relation.removesuffix(' of')}."
+    if edge.target == USER:
+        return f"{_display(other)} {edge.relation} {name}."
+    verb = edge.relation if edge.relation.split()[0].endswith("s") else f"is {edge.relation}"
+    return f"{name} {verb} {_display(other)}."
 
 
 def digest(inputs: digest_prompt.Input) -> digest_prompt.Output:
@@ -432,19 +393,17 @@ def digest(inputs: digest_prompt.Input) -> digest_prompt.Output:
     name = first[:1].upper() + first[1:] if first else "The user"
     facts = sorted(inputs.facts, key=lambda f: -f.confidence)
     user_lines = [_about_user(f.text, name) for f in facts if f.subject == USER]
-    user_lines.sort(key=lambda line: not line.startswith(name))  # stable: the opening names the user
+    user_lines.sort(key=lambda line: (not line.startswith(name), " said: " in line))  # stable: confidence order
     others: dict[str, list[Fact]] = {}
     for fact in facts:
         if fact.subject != USER:
             others.setdefault(fact.subject, []).append(fact)
     other_lines = [line for s, fs in others.items() for line in _person_lines(s, fs, inputs.edges, name, aliases)]
     lines = user_lines[: 12 - min(4, len(other_lines))] + other_lines
-    for edge in inputs.edges:
+    for edge in inputs.edges:  # relations to people and places the facts did not mention
         other = edge.target if edge.source == USER else edge.source if edge.target == USER else None
         if other is not None and all(_display(other).lower() not in line.lower() for line in lines):
-            rel = edge.relation.removesuffix(" of")
-            is_role = edge.target == USER and edge.relation.endswith(" of")
-            lines.append(f"{_display(other)} is {name}'s {rel}." if is_role else f"{name} {rel} {_display(other)}.")
+            lines.append(_edge_sentence(edge, other, name))
     if not lines:
         return digest_prompt.Output(text=inputs.previous or f"{name} has no recorded facts yet.")
     if not lines[0].startswith(name):

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memory import Episode, Fact, RelationsOptions
+from memory import Episode, Fact, RelationsOptions, WorkingEntry
 
 VERSION = "consolidate-v1"
 
@@ -18,6 +18,9 @@ class Input(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     episodes: list[Episode] = Field(description="Unconsolidated episodes, oldest first.")
+    observations: list[WorkingEntry] = Field(
+        default_factory=list, description="The episodes' observations, each with the subject the observer gave it."
+    )
     existing: list[Fact] = Field(description="Active facts of the same subjects, with their ids.")
     user_names: list[str] = Field(default_factory=list, description="Display names of the primary user.")
     relations: RelationsOptions | None = Field(default=None, description="Edge extraction options; None = off.")
@@ -77,6 +80,7 @@ Also extract typed relations between subjects as edges, e.g.
 def render(
     *,
     episodes: list[Episode],
+    observations: list[WorkingEntry],
     existing: list[Fact],
     user_names: list[str],
     relations: RelationsOptions | None,
@@ -93,8 +97,18 @@ def render(
         rel = RELATIONS.format(vocabulary=vocab)
     system = TEXT.format(user_names=", ".join(user_names) or "unknown", relations=rel)
     facts = "\n".join(f"- id={f.id} [{f.subject}] {f.text}" for f in existing) or "- (none)"
-    eps = "\n".join(f"- id={e.id} ({e.started_at.date().isoformat()}) {e.summary}" for e in episodes)
+    by_session: dict[str, list[WorkingEntry]] = {}
+    for entry in observations:
+        by_session.setdefault(entry.session_id, []).append(entry)
+    eps = "\n".join(
+        f"- id={e.id} ({e.started_at.date().isoformat()}) {e.summary}"
+        + "".join(f"\n    - [{o.subject}] {o.text}" for o in by_session.get(e.session_id, []))
+        for e in episodes
+    )
     return [
         {"role": "system", "content": system},
-        {"role": "user", "content": f"Now: {now.isoformat()}\n\nExisting facts:\n{facts}\n\nNew episodes:\n{eps}"},
+        {
+            "role": "user",
+            "content": f"Now: {now.isoformat()}\n\nExisting facts:\n{facts}\n\nNew episodes (with their observations):\n{eps}",
+        },
     ]

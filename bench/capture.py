@@ -1,0 +1,425 @@
+"""Capture throughput and model usage of the write side (issue acceptance benchmark).
+
+Workload: deterministic synthetic conversations (fixed seed), sessions of ``--turns`` turns
+(default 10), each turn one user message and one assistant reply. After every session:
+``end_session`` + ``consolidate`` + ``digest``, so the per-session stages are amortised over the
+session's turns. Every run starts from an empty LanceDB store in a temporary folder; the clock
+is a frozen clock advanced one minute per turn.
+
+Configurations, each run ``--runs`` times (default 3; medians reported):
+
+- ``journal only`` (baseline): the first step of ``capture`` alone, i.e. one
+  ``MemorySystem.put_turns_sync([turn])`` per turn (the turn embedded and merge-inserted into the
+  ``turns`` table), run in a worker thread like capture does. No observer, no later stages.
+- ``no-op model``: the full pipeline (``capture``, ``end_session``, ``consolidate``, ``digest``)
+  with a stage model that answers instantly and empty (no observations), i.e. the library's own
+  overhead around the model call.
+- ``rules model``: the full pipeline with the offline rules model (``model="rules"``).
+- ``fake LLM 50 ms``: the full pipeline with ``FunctionModel(latency=0.05)`` reached through real
+  litellm, answering every stage with valid JSON (content-preserving: one observation per user
+  message, one fact per episode sentence). Model calls and prompt tokens come from
+  ``mem.usage()``; the fake provider counts tokens with litellm's token counter (gpt-4o-mini
+  tokenizer). Fake models take the JSON-mode path, so prompts include the output JSON schema.
+
+Throughput: ``capture turns/s`` counts only the time spent inside ``capture`` (or the journal
+write); ``end-to-end turns/s`` also counts ``end_session`` + ``consolidate`` + ``digest``.
+
+Usage (from the repo root):
+    python bench/capture.py                # full run: 20 sessions x 10 turns, 3 runs; writes bench/RESULTS-capture.md
+    python bench/capture.py --quick        # smoke run: 2 sessions x 10 turns, 3 runs; prints only
+    python bench/capture.py --embedder hashing --out /tmp/capture.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import random
+import re
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from importlib import metadata
+from pathlib import Path
+from typing import Any, TypeVar
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch litellm's cost map
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from pydantic import BaseModel
+
+from memory import Embedder, HashingEmbedder, MemoryContext, Turn, UsageLedger, system
+from memory.embedders import resolve_embedder
+from memory.identity import stable_id
+from memory.records import Message
+from memory.system import MemorySystem
+from memory.testing import FrozenClock, FunctionModel, forbid_real_model_requests
+from pipelines import PROMPTS
+
+forbid_real_model_requests()  # a benchmark never reaches a real provider
+warnings.filterwarnings("ignore", message=r"Items? .* `ReadOnly` qualifier")  # litellm import-time noise
+
+T = TypeVar("T", bound=BaseModel)
+NAMESPACE = "bench"
+STAGES = ("observe", "encode_episode", "consolidate", "digest")
+AIM_OBSERVE_PER_TURN = 1.0
+AIM_CALLS_PER_TURN = 1.3
+FAKE_LATENCY = 0.05
+
+
+# -- workload -----------------------------------------------------------------------------------
+
+PEOPLE = [("wife", "Moni"), ("sister", "Ana"), ("brother", "Tom"), ("friend", "Raj"), ("boss", "Greta"), ("son", "Leo")]
+CITIES = ["Lisbon", "Porto", "Berlin", "Kyoto", "Denver", "Oslo", "Lima", "Vienna"]
+FOODS = ["ramen", "paella", "tacos", "curry", "risotto", "pho", "falafel", "goulash"]
+HOBBIES = ["climbing", "chess", "pottery", "running", "sailing", "baking", "birding", "piano"]
+ORGS = ["Acme Corp", "Globex", "Initech", "Umbrella Labs"]
+TEMPLATES: list[Callable[[random.Random], str]] = [
+    lambda r: f"My {(p := r.choice(PEOPLE))[0]} {p[1]} lives in {r.choice(CITIES)}.",
+    lambda r: f"My {(p := r.choice(PEOPLE))[0]} {p[1]} loves {r.choice(FOODS)}.",
+    lambda r: f"I had {r.choice(FOODS)} for dinner yesterday and it was great.",
+    lambda r: f"I started {r.choice(HOBBIES)} last month.",
+    lambda r: f"I work at {r.choice(ORGS)} as an engineer.",
+    lambda r: f"We are planning a trip to {r.choice(CITIES)} in the spring.",
+    lambda r: f"I'm allergic to {r.choice(['peanuts', 'shellfish', 'pollen', 'cats'])}.",
+    lambda r: f"Can you suggest a {r.choice(FOODS)} recipe for the weekend?",
+    lambda r: f"{r.choice(PEOPLE)[1]} and I went {r.choice(HOBBIES)} on Saturday.",
+    lambda r: "Thanks, that helps a lot!",
+]
+REPLIES = ["Got it, I'll remember that.", "That sounds lovely.", "Here is an idea: keep it simple.", "Noted!"]
+
+
+def conversation(sessions: int, turns: int, seed: int) -> list[list[list[dict[str, str]]]]:
+    """``sessions`` lists of ``turns`` turns, each [user message, assistant reply]; deterministic."""
+    rng = random.Random(seed)
+    return [
+        [
+            [
+                {"role": "user", "content": rng.choice(TEMPLATES)(rng)},
+                {"role": "assistant", "content": rng.choice(REPLIES)},
+            ]
+            for _ in range(turns)
+        ]
+        for _ in range(sessions)
+    ]
+
+
+# -- models -------------------------------------------------------------------------------------
+
+
+class NoopStages:
+    """A stage model that answers instantly and empty: the pipeline's own overhead."""
+
+    name = "noop"
+
+    def __init__(self) -> None:
+        self.ledger = UsageLedger()
+
+    async def generate(self, stage: str, inputs: BaseModel, output: type[T]) -> T:
+        if stage == "encode_episode":
+            return output.model_validate({"summary": "Nothing of note."})
+        if stage == "digest":
+            return output.model_validate({"text": "Nothing of note."})
+        return output.model_validate({})
+
+
+def _opening(text: str) -> str:
+    return text.splitlines()[0].split("{")[0].strip()
+
+
+OPENINGS = {stage: _opening(module.TEXT) for stage, module in PROMPTS.items()}
+_BULLET = re.compile(r"^- (?:id=\S+ \([0-9-]+\) |\[[^\]]+\] )?(?P<text>.+)$")
+
+
+def _bullets(body: str, title: str) -> list[str]:
+    lines, inside = [], False
+    for line in body.splitlines():
+        if not inside and line.startswith(title) and line.rstrip().endswith(":"):
+            inside = True
+        elif inside and line.startswith("- "):
+            found = _BULLET.match(line)
+            lines.append(found["text"] if found else line[2:])
+        elif inside and line.strip() and not line[0].isspace():
+            break  # indented bullets belong to the line above; a new title ends the section
+    return lines
+
+
+def fake_answer(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """A valid, content-preserving answer to whichever stage's prompt this is."""
+    first = str(messages[0]["content"])
+    stage = next(s for s, opening in OPENINGS.items() if first.startswith(opening))
+    body = next(str(m["content"]) for m in messages if m["role"] == "user")
+    if stage == "observe":
+        said = [line[6:] for line in body.splitlines() if line.startswith("user: ")]
+        return {"observations": [{"subject": "user", "kind": "fact", "text": s, "salience": 0.6} for s in said]}
+    if stage == "encode_episode":
+        seen = _bullets(body, "Observations")
+        return {"summary": " ".join(seen)[:3900] or "The user chatted.", "subjects": ["user"], "salience": 0.6}
+    if stage == "consolidate":
+        sentences = [s for e in _bullets(body, "New episodes") for s in re.split(r"(?<=[.!?])\s+", e) if s.strip()]
+        return {"operations": [{"op": "add", "subject": "user", "text": s} for s in sentences[:100]], "edges": []}
+    if stage == "digest":
+        return {"text": " ".join(_bullets(body, "Facts")[:8]) or "The user has no facts yet."}
+    return {"merges": []}
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    """One configuration, one run."""
+
+    turns: int
+    capture_s: float
+    total_s: float
+    capture_latencies: list[float] = field(default_factory=list)
+    usage: dict[str, dict[str, float]] = field(default_factory=dict)
+    deferred: int = 0
+    facts: int = 0
+
+    @property
+    def capture_tps(self) -> float:
+        return self.turns / self.capture_s
+
+    @property
+    def total_tps(self) -> float:
+        return self.turns / self.total_s
+
+    def per_turn(self, stage: str | None, key: str) -> float:
+        stages = [stage] if stage else list(self.usage)
+        return sum(self.usage.get(s, {}).get(key, 0.0) for s in stages) / self.turns
+
+
+def _turn(ctx: MemoryContext, seq: int, messages: list[dict[str, str]], now: datetime) -> Turn:
+    assert ctx.session_id is not None
+    return Turn(
+        id=stable_id("turn", ctx.namespace, ctx.user_id, ctx.session_id, str(seq)),
+        namespace=ctx.namespace,
+        user_id=ctx.user_id,
+        session_id=ctx.session_id,
+        seq=seq,
+        messages=tuple(Message(role=m["role"], content=m["content"]) for m in messages),  # type: ignore[arg-type]
+        created_at=now,
+    )
+
+
+async def run_once(
+    config: str, sessions: list[list[list[dict[str, str]]]], embedder: Embedder, folder: Path
+) -> RunResult:
+    clock = FrozenClock(datetime(2026, 1, 5, 9, 0, tzinfo=UTC))
+    model: Any = {"journal only": "rules", "no-op model": NoopStages(), "rules model": "rules"}.get(config)
+    if config.startswith("fake"):
+        model = FunctionModel(function=fake_answer, latency=FAKE_LATENCY).model
+    mem: MemorySystem = system(
+        model=model, store=str(folder), embedder=embedder, clock=clock, semantic={"relations": True}
+    )
+    result = RunResult(turns=sum(len(s) for s in sessions), capture_s=0.0, total_s=0.0)
+    for number, turns in enumerate(sessions):
+        ctx = MemoryContext(namespace=NAMESPACE, user_id="u-bench", session_id=f"s-{number:03d}")
+        for seq, messages in enumerate(turns):
+            clock.advance(timedelta(minutes=1))
+            started = time.perf_counter()
+            if config == "journal only":
+                await asyncio.to_thread(mem.put_turns_sync, [_turn(ctx, seq, messages, clock.now())])
+            else:
+                captured = await mem.capture(ctx, messages)
+                result.deferred += int(captured.deferred)
+            took = time.perf_counter() - started
+            result.capture_latencies.append(took)
+            result.capture_s += took
+            result.total_s += took
+        if config != "journal only":
+            started = time.perf_counter()
+            await mem.end_session(ctx)
+            await mem.consolidate(ctx)
+            await mem.digest(ctx)
+            result.total_s += time.perf_counter() - started
+        clock.advance(timedelta(hours=20))
+    result.usage = mem.usage()
+    result.facts = mem.store.count("facts")
+    return result
+
+
+CONFIGS = ("journal only", "no-op model", "rules model", f"fake LLM {int(FAKE_LATENCY * 1000)} ms")
+
+
+def run_all(sessions: list[list[list[dict[str, str]]]], runs: int, embedder: Embedder) -> dict[str, list[RunResult]]:
+    out: dict[str, list[RunResult]] = {c: [] for c in CONFIGS}
+    root = Path(tempfile.mkdtemp(prefix="tiermem-bench-capture-"))
+    try:
+        for run in range(runs):
+            for config in CONFIGS:  # interleaved, so drifting machine load hits every config alike
+                folder = root / f"{config.replace(' ', '-')}-{run}"
+                result = asyncio.run(run_once(config, sessions, embedder, folder))
+                out[config].append(result)
+                print(
+                    f"  run {run + 1}/{runs} {config:<16} capture {result.capture_tps:7.1f} turns/s, "
+                    f"end-to-end {result.total_tps:7.1f} turns/s, deferred {result.deferred}",
+                    file=sys.stderr,
+                )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+def _median(results: Sequence[RunResult], value: Callable[[RunResult], float]) -> float:
+    return statistics.median(value(r) for r in results)
+
+
+def _fmt(x: float, digits: int = 2) -> str:
+    return f"{x:,.{digits}f}"
+
+
+def report(results: dict[str, list[RunResult]], *, command: str, args: argparse.Namespace, embedder: Embedder) -> str:
+    runs = len(next(iter(results.values())))
+    turns = next(iter(results.values()))[0].turns
+    lines = [
+        f"Command: `{command}`",
+        "",
+        "# Capture benchmark",
+        "",
+        f"Workload: {args.sessions} sessions x {args.turns} turns = {turns} turns per run"
+        f" (synthetic, seed {args.seed}); after each session `end_session` + `consolidate` + `digest`."
+        " Fresh LanceDB store in a temporary folder per run; relations on."
+        f" Medians of {runs} runs (configurations interleaved run by run).",
+        f"Embedder: {_embedder_label(embedder)}.",
+        "Baseline (`journal only`): one `put_turns_sync([turn])` per turn (embed the turn, merge-insert it into the"
+        " `turns` table) in a worker thread, the first step of `capture`; no model and no later stages."
+        " `no-op model`: the whole pipeline with a stage model that answers instantly and empty (library overhead)."
+        f" `fake LLM`: `FunctionModel(latency={FAKE_LATENCY})` through real litellm, valid JSON for every stage.",
+        "",
+        "| configuration | capture turns/s | capture p50 ms | capture p95 ms | end-to-end turns/s |"
+        " model calls / turn | observe calls / turn | prompt tokens / turn | facts stored |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for config, rs in results.items():
+        model_row = config not in {"journal only"}
+        calls = _median(rs, lambda r: r.per_turn(None, "calls"))
+        observe = _median(rs, lambda r: r.per_turn("observe", "calls"))
+        tokens = _median(rs, lambda r: r.per_turn(None, "prompt_tokens"))
+        lines.append(
+            f"| {config} | {_fmt(_median(rs, lambda r: r.capture_tps), 1)} "
+            f"| {_fmt(_median(rs, lambda r: _pct(r.capture_latencies, 50) * 1000), 1)} "
+            f"| {_fmt(_median(rs, lambda r: _pct(r.capture_latencies, 95) * 1000), 1)} "
+            f"| {_fmt(_median(rs, lambda r: r.total_tps), 1) if model_row else 'n/a'} "
+            f"| {_fmt(calls) if model_row else 'n/a'} | {_fmt(observe) if model_row else 'n/a'} "
+            f"| {_fmt(tokens, 0) if model_row else 'n/a'} | {int(_median(rs, lambda r: r.facts))} |"
+        )
+    lines += [
+        "",
+        "The rules and no-op models are not model calls: the usage ledger stays empty for them (0 calls, 0 tokens).",
+        "",
+        "## Model usage per captured turn, per stage (fake LLM)",
+        "",
+        "| stage | calls / turn | retries / turn | prompt tokens / turn | completion tokens / turn"
+        " | prompt tokens / call |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    fake = results[CONFIGS[-1]]
+    for stage in STAGES:
+        calls = _median(fake, lambda r, s=stage: r.per_turn(s, "calls"))  # type: ignore[misc]
+        prompt = _median(fake, lambda r, s=stage: r.per_turn(s, "prompt_tokens"))  # type: ignore[misc]
+        lines.append(
+            f"| {stage} | {_fmt(calls)} | {_fmt(_median(fake, lambda r, s=stage: r.per_turn(s, 'retries')))} "  # type: ignore[misc]
+            f"| {_fmt(prompt, 0)} | {_fmt(_median(fake, lambda r, s=stage: r.per_turn(s, 'completion_tokens')), 0)} "  # type: ignore[misc]
+            f"| {_fmt(prompt / calls, 0) if calls else 'n/a'} |"
+        )
+    total_calls = _median(fake, lambda r: r.per_turn(None, "calls"))
+    observe_calls = _median(fake, lambda r: r.per_turn("observe", "calls"))
+    deferred = sum(r.deferred for rs in results.values() for r in rs)
+    ok_observe = observe_calls == AIM_OBSERVE_PER_TURN
+    ok_total = total_calls <= AIM_CALLS_PER_TURN + 1e-9
+    lines += [
+        f"| **all** | **{_fmt(total_calls)}** | "
+        f"| **{_fmt(_median(fake, lambda r: r.per_turn(None, 'prompt_tokens')), 0)}**"
+        f" | **{_fmt(_median(fake, lambda r: r.per_turn(None, 'completion_tokens')), 0)}** | |",
+        "",
+        "## Aims",
+        "",
+        f"- One observer call per captured turn: **{'MET' if ok_observe else 'NOT MET'}** "
+        f"({_fmt(observe_calls)} observe calls per turn with the fake LLM).",
+        f"- At most {AIM_CALLS_PER_TURN} model calls per captured turn overall: **{'MET' if ok_total else 'NOT MET'}** "
+        f"({_fmt(total_calls)}: {args.turns} observe + 1 encode_episode + 1 consolidate + 1 digest per "
+        f"{args.turns}-turn session. The margin is nil at {args.turns} turns per session: shorter sessions or any "
+        "validation retry exceed the aim; consolidating and digesting every few sessions rather than after each "
+        "one would lower the ratio).",
+        f"- Turns deferred (model failures) across all runs: {deferred}.",
+        "",
+        "## Machine",
+        "",
+        f"- CPU cores: {os.cpu_count()}; load average at start: {args.load_at_start}",
+        f"- Python {platform.python_version()} on {platform.system()} {platform.release()}",
+        f"- {_versions()}",
+        "- The machine may be shared: absolute turns/s move with its load; the per-turn call and token counts do not.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _pct(values: Sequence[float], q: int) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def _embedder_label(embedder: Embedder) -> str:
+    if isinstance(embedder, HashingEmbedder):
+        return f"HashingEmbedder({embedder.dimensions}) (`--embedder hashing`)"
+    return (
+        f"the default static embedder `{embedder.id}` ({embedder.dimensions} dims;"
+        " ~30k texts/s per bench/RESULTS-recall.md, quick enough that embedding is not what capture waits on)"
+    )
+
+
+def _versions() -> str:
+    names = ["lancedb", "litellm", "pyarrow", "numpy", "pydantic"]
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return ", ".join(found)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: 2 sessions, prints the report only")
+    parser.add_argument("--sessions", type=int, default=None, help="sessions per run (default 20, quick 2)")
+    parser.add_argument("--turns", type=int, default=10, help="turns per session")
+    parser.add_argument("--runs", type=int, default=3, help="runs per configuration (medians reported)")
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--embedder", choices=["default", "hashing"], default="default")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="write the report here (full run default: bench/RESULTS-capture.md)"
+    )
+    args = parser.parse_args(argv)
+    args.sessions = args.sessions or (2 if args.quick else 20)
+    args.load_at_start = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    out = args.out or (None if args.quick else Path(__file__).resolve().parent / "RESULTS-capture.md")
+    embedder = HashingEmbedder(256) if args.embedder == "hashing" else resolve_embedder(None)
+    sessions = conversation(args.sessions, args.turns, args.seed)
+    command = shlex.join(["python", "bench/capture.py", *(sys.argv[1:] if argv is None else argv)])
+    print(f"capture benchmark: {args.sessions} sessions x {args.turns} turns, {args.runs} runs", file=sys.stderr)
+    text = report(run_all(sessions, args.runs, embedder), command=command, args=args, embedder=embedder)
+    print(text)
+    if out is not None:
+        out.write_text(text)
+        print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,331 @@
+"""Agent tools: OpenAI-style schemas, error envelopes, context binding and litellm-style execution."""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from typing import Any
+
+import pytest
+
+from memory import (
+    HashingEmbedder,
+    MemoryCapability,
+    MemoryContext,
+    MemoryTool,
+    RecallArguments,
+    Toolset,
+    create_memory_capability,
+)
+from memory.testing import FrozenClock
+
+with warnings.catch_warnings():  # litellm's pydantic types warn on import; that is not ours to fix
+    warnings.simplefilter("ignore")
+    from litellm.types.utils import Message as LiteLLMMessage
+
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+SECRET = "The vault code is 4711."
+
+
+@pytest.fixture
+def relational(store_path: str, clock: FrozenClock) -> MemoryCapability:
+    return create_memory_capability(
+        store=store_path, embedder=HashingEmbedder(256), clock=clock, semantic={"relations": True}
+    )
+
+
+@pytest.fixture
+async def tools(relational: MemoryCapability, ctx: MemoryContext) -> Toolset:
+    await relational.add_semantic_fact(ctx, "Moni is allergic to shellfish.", subject="Moni")
+    await relational.add_semantic_fact(ctx, "The user plays tennis on Sundays.")
+    return relational.tools(ctx)
+
+
+@pytest.fixture
+async def recall_tool(tools: Toolset) -> MemoryTool:
+    tool = tools.get("memory_recall")
+    assert tool is not None
+    return tool
+
+
+# -- schemas ------------------------------------------------------------------------------------
+
+
+def test_both_tools_are_offered(tools: Toolset) -> None:
+    assert [t.name for t in tools] == ["memory_recall", "memory_connect"]
+    assert len(tools) == 2
+    assert tools[0].name == "memory_recall"
+    assert tools.get("memory_delete") is None
+
+
+@pytest.mark.parametrize("name", ["memory_recall", "memory_connect"])
+def test_schema_is_openai_style(tools: Toolset, name: str) -> None:
+    tool = tools.get(name)
+    assert tool is not None
+    schema = tool.schema()
+    assert schema["type"] == "function"
+    function = schema["function"]
+    assert TOOL_NAME.match(function["name"])
+    assert function["name"] == name
+    assert isinstance(function["description"], str) and function["description"]
+    parameters = function["parameters"]
+    assert parameters["type"] == "object"
+    assert parameters["additionalProperties"] is False
+    assert parameters["properties"]
+    assert set(parameters.get("required", [])) <= set(parameters["properties"])
+    assert json.loads(json.dumps(schema)) == schema
+
+
+def test_schemas_lists_every_tool(tools: Toolset) -> None:
+    assert tools.schemas() == [t.schema() for t in tools]
+
+
+def test_recall_schema_requires_a_query(recall_tool: MemoryTool) -> None:
+    parameters = recall_tool.parameters
+    assert parameters["required"] == ["query"]
+    assert {"query", "limit", "tiers", "subject"} == set(parameters["properties"])
+    assert not {"user_id", "namespace", "session_id"} & set(parameters["properties"])
+
+
+def test_connect_schema_uses_the_from_alias(tools: Toolset) -> None:
+    connect = tools.get("memory_connect")
+    assert connect is not None
+    assert "from" in connect.parameters["properties"]
+    assert "from_" not in connect.parameters["properties"]
+    assert connect.parameters["required"] == ["from"]
+
+
+@pytest.mark.parametrize(
+    "name", ["memory recall", "", "x" * 65, "recall!", "récall"], ids=["space", "empty", "65", "bang", "accent"]
+)
+def test_tool_names_are_validated(name: str) -> None:
+    async def handler(args: Any) -> list[Any]:
+        return []
+
+    with pytest.raises(ValueError):
+        MemoryTool(name=name, description="d", arguments=RecallArguments, handler=handler)
+
+
+# -- calls --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    ['{"query": "shellfish allergy"}', {"query": "shellfish allergy"}, '{"query": "shellfish allergy", "limit": 3}'],
+    ids=["json-string", "dict", "with-limit"],
+)
+async def test_call_returns_results(recall_tool: MemoryTool, arguments: str | dict[str, Any]) -> None:
+    envelope = await recall_tool.call(arguments)
+    assert envelope["ok"] is True
+    assert envelope["error"] is None
+    assert envelope["results"][0]["text"] == "Moni is allergic to shellfish."
+    assert envelope["results"][0]["subject"] == "moni"
+    assert envelope["results"][0]["tier"] == "semantic"
+    assert json.loads(json.dumps(envelope)) == envelope
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"query": "tennis", "tiers": ["working"]}, []),
+        ({"query": "tennis", "subject": "Moni"}, []),
+        ({"query": "tennis", "subject": "user"}, ["The user plays tennis on Sundays."]),
+        ({"query": "tennis", "tiers": ["semantic"], "limit": 1}, ["The user plays tennis on Sundays."]),
+    ],
+    ids=["other-tier", "other-subject", "subject", "tier-and-limit"],
+)
+async def test_call_honours_filters(recall_tool: MemoryTool, arguments: dict[str, Any], expected: list[str]) -> None:
+    envelope = await recall_tool.call(arguments)
+    assert envelope["ok"] is True
+    assert [r["text"] for r in envelope["results"]] == expected
+
+
+BAD_ARGUMENTS: list[tuple[str, Any]] = [
+    ("missing-query", {}),
+    ("empty-query", {"query": ""}),
+    ("query-too-long", {"query": "x" * 2001}),
+    ("query-not-string", {"query": ["tennis"]}),
+    ("limit-0", {"query": "tennis", "limit": 0}),
+    ("limit-51", {"query": "tennis", "limit": 51}),
+    ("limit-ten", {"query": "tennis", "limit": "ten"}),
+    ("unknown-tier", {"query": "tennis", "tiers": ["secrets"]}),
+    ("tiers-not-list", {"query": "tennis", "tiers": 3}),
+    ("bad-subject", {"query": "tennis", "subject": "<script>"}),
+    ("extra-user_id", {"query": "tennis", "user_id": "victim"}),
+    ("extra-namespace", {"query": "tennis", "namespace": "other-tenant"}),
+    ("extra-session_id", {"query": "tennis", "session_id": "s-9"}),
+    ("extra-ctx", {"query": "tennis", "ctx": {"user_id": "victim"}}),
+    ("non-object-json", "[1]"),
+    ("json-null", "null"),
+    ("json-string", '"tennis"'),
+    ("invalid-json", "{"),
+    ("empty-string", ""),
+    ("none", None),
+    ("list", [1]),
+    ("int", 42),
+]
+
+
+@pytest.mark.parametrize("arguments", [a for _, a in BAD_ARGUMENTS], ids=[n for n, _ in BAD_ARGUMENTS])
+async def test_bad_arguments_give_an_error_envelope(recall_tool: MemoryTool, arguments: Any) -> None:
+    envelope = await recall_tool.call(arguments)
+    assert envelope["ok"] is False
+    assert isinstance(envelope["error"], str) and envelope["error"]
+    assert envelope["results"] == []
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{}, {"from": ""}, {"from": "user", "max_hops": 0}, {"from": "user", "user_id": "victim"}, "{", "[1]"],
+    ids=["missing-from", "empty-from", "hops-0", "extra-user_id", "invalid-json", "non-object"],
+)
+async def test_connect_bad_arguments_give_an_error_envelope(tools: Toolset, arguments: Any) -> None:
+    connect = tools.get("memory_connect")
+    assert connect is not None
+    envelope = await connect.call(arguments)
+    assert envelope["ok"] is False and envelope["error"]
+
+
+async def test_connect_on_a_capability_without_relations_is_an_envelope(
+    capability: MemoryCapability, ctx: MemoryContext
+) -> None:
+    envelope = await capability.connect_tool(ctx).call({"from": "user"})
+    assert envelope["ok"] is False
+    assert "relations" in envelope["error"]
+
+
+# -- binding ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def victim_and_attacker(capability: MemoryCapability) -> tuple[MemoryContext, MemoryContext, str]:
+    victim = MemoryContext(user_id="victim", session_id="s-1")
+    attacker = MemoryContext(user_id="attacker", session_id="s-1")
+    await capability.add_semantic_fact(victim, SECRET)
+    await capability.add_working_memory(victim, "The vault code came up again.")
+    own = await capability.add_semantic_fact(attacker, "The attacker forgot the vault code.")
+    return victim, attacker, own.id
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"query": "vault code", "user_id": "victim"},
+        {"query": "vault code", "namespace": "default", "user_id": "victim"},
+        {"query": "vault code", "session_id": "s-1", "user_id": "victim"},
+        '{"query": "vault code", "user_id": "victim"}',
+    ],
+    ids=["user_id", "namespace", "session_id", "json"],
+)
+async def test_authority_arguments_are_refused(
+    capability: MemoryCapability, victim_and_attacker: tuple[MemoryContext, MemoryContext, str], arguments: Any
+) -> None:
+    _, attacker, _ = victim_and_attacker
+    envelope = await capability.tools(attacker)[0].call(arguments)
+    assert envelope["ok"] is False
+    assert "4711" not in json.dumps(envelope)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"query": "vault code"},
+        {"query": "4711"},
+        {"query": "vault code", "subject": "user"},
+        {"query": "code", "limit": 50},
+    ],
+    ids=["cue", "secret-itself", "subject", "limit"],
+)
+async def test_results_come_only_from_the_bound_user(
+    capability: MemoryCapability, victim_and_attacker: tuple[MemoryContext, MemoryContext, str], arguments: Any
+) -> None:
+    _, attacker, own_id = victim_and_attacker
+    envelope = await capability.tools(attacker)[0].call(arguments)
+    assert envelope["ok"] is True
+    assert {r["id"] for r in envelope["results"]} <= {own_id}
+    assert "4711" not in json.dumps(envelope)
+
+
+async def test_victim_tool_still_sees_its_own_memory(
+    capability: MemoryCapability, victim_and_attacker: tuple[MemoryContext, MemoryContext, str]
+) -> None:
+    victim, _, _ = victim_and_attacker
+    envelope = await capability.tools(victim)[0].call({"query": "vault code"})
+    assert SECRET in [r["text"] for r in envelope["results"]]
+
+
+# -- Toolset.execute ----------------------------------------------------------------------------
+
+
+def _calls() -> list[dict[str, Any]]:
+    return [
+        {"id": "c1", "type": "function", "function": {"name": "memory_recall", "arguments": '{"query": "shellfish"}'}},
+        {"id": "c2", "type": "function", "function": {"name": "memory_delete", "arguments": "{}"}},
+        {"id": "c3", "type": "function", "function": {"name": "memory_recall", "arguments": '{"user_id": "x"}'}},
+        {"id": "c4", "type": "function", "function": {"name": "memory_connect", "arguments": '{"from": "user"}'}},
+    ]
+
+
+def _dict_message() -> Any:
+    return {"role": "assistant", "content": None, "tool_calls": _calls()}
+
+
+def _litellm(**fields: Any) -> Any:
+    with warnings.catch_warnings():  # litellm builds pydantic schemas lazily, with the same warnings
+        warnings.simplefilter("ignore")
+        return LiteLLMMessage(**fields)
+
+
+def _litellm_message() -> Any:
+    return _litellm(role="assistant", content=None, tool_calls=_calls())
+
+
+@pytest.mark.parametrize("build", [_dict_message, _litellm_message], ids=["dict", "litellm-message"])
+async def test_execute_answers_every_tool_call(tools: Toolset, build: Any) -> None:
+    replies = await tools.execute(build())
+    assert [r["role"] for r in replies] == ["tool"] * 4
+    assert [r["tool_call_id"] for r in replies] == ["c1", "c2", "c3", "c4"]
+    assert [r["name"] for r in replies] == ["memory_recall", "memory_delete", "memory_recall", "memory_connect"]
+    envelopes = [json.loads(r["content"]) for r in replies]
+    assert [e["ok"] for e in envelopes] == [True, False, False, True]
+    assert envelopes[0]["results"][0]["text"] == "Moni is allergic to shellfish."
+    assert "memory_delete" in envelopes[1]["error"]
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: {"role": "assistant", "content": "hello"},
+        lambda: {"role": "assistant", "content": "hello", "tool_calls": None},
+        lambda: {"role": "assistant", "content": "hello", "tool_calls": []},
+        lambda: _litellm(role="assistant", content="hello"),
+    ],
+    ids=["no-key", "none", "empty", "litellm-no-calls"],
+)
+async def test_execute_without_tool_calls_returns_nothing(tools: Toolset, build: Any) -> None:
+    assert await tools.execute(build()) == []
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"id": "c9", "type": "function", "function": {"name": None, "arguments": "{}"}},
+        {"id": "c9", "type": "function", "function": {"name": 7, "arguments": "{}"}},
+        {"id": "c9", "type": "function", "function": {"arguments": "{}"}},
+        {"id": "c9", "type": "function", "function": {"name": "memory_recall", "arguments": None}},
+    ],
+    ids=["name-none", "name-int", "name-missing", "arguments-none"],
+)
+async def test_execute_malformed_calls_give_error_envelopes(tools: Toolset, call: dict[str, Any]) -> None:
+    (reply,) = await tools.execute({"role": "assistant", "tool_calls": [call]})
+    assert reply["role"] == "tool" and reply["tool_call_id"] == "c9"
+    assert json.loads(reply["content"])["ok"] is False
+
+
+async def test_context_preset_tools_execute_nothing_but_errors(
+    store_path: str, ctx: MemoryContext, clock: FrozenClock
+) -> None:
+    cap = create_memory_capability(store=store_path, embedder=HashingEmbedder(256), clock=clock, preset="context")
+    (reply,) = await cap.tools(ctx).execute(_dict_message() | {"tool_calls": _calls()[:1]})
+    assert json.loads(reply["content"])["ok"] is False
