@@ -54,7 +54,7 @@ from _synthetic import fact_batches, queries
 
 from jobs import run_janitor
 from memory import Fact, MemoryContext, MemorySystem, system
-from memory.store import Where
+from memory.store import Store, Where
 from memory.testing import FrozenClock, HashingEmbedder
 
 NAMESPACE = "bench"
@@ -93,6 +93,15 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = fn()
     return time.perf_counter() - t0, out
+
+
+def store_settings() -> str:
+    """The store's own write-side compaction, when this version of the library has one."""
+    every = Store.__init__.__kwdefaults__ or {}
+    if "compact_every" not in every:
+        return "no automatic compaction on write (only the janitor compacts)"
+    keep = every.get("keep_versions")
+    return f"automatic compaction every {every['compact_every']} writes per table, versions kept {keep}"
 
 
 def mib(n: int) -> str:
@@ -342,6 +351,7 @@ def report(command: str, janitors: list[JanitorResult], cap: CaptureResult, tota
         "Every single write adds a LanceDB version and small data files; reads and `merge_insert` upserts "
         "touch every fragment, so capture and recall slow down as versions pile up until storage compaction "
         "folds them. The janitor's default cadence (6 h) and `cleanup_older_than` (1 h) bound that growth.",
+        f"Store settings in this run: {store_settings()}.",
         "",
         f"Whole run: {total_s:.0f} s.",
         "",

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
 import re
@@ -416,7 +417,14 @@ async def _feed(mem: Any, conv: Conversation, clock: FrozenClock) -> float:
 def ingest(conv: Conversation, args: argparse.Namespace) -> Ingested:
     folder = tempfile.TemporaryDirectory(prefix="tiermem-locomo-")
     clock = FrozenClock(conv.sessions[0].when)
-    mem = memory.system(model=args.model, store=folder.name, embedder=args.embedder, clock=clock, semantic=True)
+    mem = memory.system(
+        model=args.model,
+        store=folder.name,
+        embedder=args.embedder,
+        clock=clock,
+        semantic=True,
+        recall=json.loads(args.recall) if args.recall else None,
+    )
     t0 = time.perf_counter()
     capture = asyncio.run(_feed(mem, conv, clock))
     seconds = time.perf_counter() - t0
@@ -606,6 +614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="first conversation, first 5 sessions, its questions")
     parser.add_argument("--model", default="rules", help='stage model for system(): "rules" or a litellm model')
     parser.add_argument("--embedder", default=None, help="embedder for system() (default: the shipped default)")
+    parser.add_argument("--recall", default=None, help="ranking overrides as JSON, e.g. '{\"session_weight\": 0}'")
     parser.add_argument("--out", default=None, help="write the tables (markdown) here")
     parser.add_argument("--dump-misses", type=int, default=0, metavar="N", help="print N missed cat 1-4 questions")
     parser.add_argument("--no-optimize", action="store_true", help="recall on the store as ingest left it")

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-
 import logging
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from memory import Episode, Fact, MemoryContext, MemorySystem, TiermemError, WorkingEntry, effective_confidence
 from memory.decay import turn_decay
@@ -50,15 +49,12 @@ async def run_janitor(mem: MemorySystem, now: datetime | None = None, *, dry_run
     report = JanitorReport(dry_run=dry_run)
     for ctx in _scopes(mem):
         report.users += 1
-        await _facts(mem, ctx, now, report, dry_run)
+        archived = await _facts(mem, ctx, now, report, dry_run)
         await _working(mem, ctx, now, report, dry_run)
         await _episodes(mem, ctx, now, report, dry_run)
         if mem.relations is not None:
-            if dry_run:
-                live = {f.subject for f in mem.facts_sync(ctx)} | {"user"}
-                report.edges_removed += sum(
-                    1 for e in mem.edges_sync(ctx) if e.source not in live or e.target not in live
-                )
+            if dry_run:  # the facts this run would archive count as gone
+                report.edges_removed += len(await asyncio.to_thread(mem.dangling_edges_sync, ctx, ignoring=archived))
             else:
                 report.edges_removed += await asyncio.to_thread(mem.remove_dangling_edges_sync, ctx)
         await _compact(mem, ctx, now, report, dry_run)
@@ -70,9 +66,12 @@ async def run_janitor(mem: MemorySystem, now: datetime | None = None, *, dry_run
     return report
 
 
-async def _facts(mem: MemorySystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool) -> None:
+async def _facts(
+    mem: MemorySystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool
+) -> set[str]:
+    """Archive facts whose effective confidence fell under the floor; returns their ids."""
     if mem.semantic is None:
-        return
+        return set()
     half_life, floor = mem.semantic.half_life, mem.semantic.archive_below
     facts: list[Fact] = await asyncio.to_thread(mem.facts_sync, ctx)
     faded = [
@@ -83,6 +82,7 @@ async def _facts(mem: MemorySystem, ctx: MemoryContext, now: datetime, report: J
     report.facts_archived += len(faded)
     if faded and not dry_run:
         await asyncio.to_thread(mem.put_facts_sync, faded)
+    return {f.id for f in faded}
 
 
 async def _working(mem: MemorySystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool) -> None:
@@ -112,12 +112,15 @@ async def _episodes(mem: MemorySystem, ctx: MemoryContext, now: datetime, report
     expired = [e for e in episodes if e.ended_at < cutoff and e.status != "pending"]
     report.episodes_expired += len(expired)
     if expired and not dry_run:
-        sessions = [e.session_id for e in expired]
-        scope = Where(eq=mem.scope(ctx), isin={"session_id": sessions})
-        # TTL means gone: the episode, its session's journal and its closed working entries.
-        await asyncio.to_thread(mem.store.delete, "episodes", Where(eq=mem.scope(ctx), isin={"id": [e.id for e in expired]}))
-        await asyncio.to_thread(mem.store.delete, "turns", scope)
-        await asyncio.to_thread(mem.store.delete, "working", scope)
+        # TTL means gone: the episode, the turns it covers and its session's closed working entries.
+        # A reused session id may have newer turns and live working memory: those stay.
+        scope = mem.scope(ctx)
+        turns = [t for e in expired for t in e.provenance]
+        closed = Where(eq={**scope, "status": "closed"}, isin={"session_id": [e.session_id for e in expired]})
+        await asyncio.to_thread(mem.store.delete, "episodes", Where(eq=scope, isin={"id": [e.id for e in expired]}))
+        if turns:
+            await asyncio.to_thread(mem.store.delete, "turns", Where(eq=scope, isin={"id": turns}))
+        await asyncio.to_thread(mem.store.delete, "working", closed)
 
 
 async def _compact(mem: MemorySystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool) -> None:

@@ -8,6 +8,7 @@ looked up in this process's registry.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
@@ -49,6 +50,7 @@ DEFAULT_INTERVALS: dict[str, timedelta] = {
 }
 
 _systems: dict[str, MemorySystem] = {}
+_loops: dict[str, asyncio.AbstractEventLoop] = {}
 _in_flight: set[asyncio.Task[Any]] = set()
 
 
@@ -76,7 +78,19 @@ async def run_job_async(name: str, key: str) -> Any:
 
 
 def run_job(name: str, key: str) -> Any:
-    """The callable a background (thread) scheduler runs."""
+    """The one callable every scheduler stores (so workers of either kind can share a job store).
+
+    When the system lives on a running event loop (an asyncio scheduler or app), the job runs
+    there, beside the captures it must not race; otherwise on a fresh loop in this thread.
+    """
+    loop = _loops.get(key)
+    if loop is not None and loop.is_running():
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        if current is not loop:
+            return asyncio.run_coroutine_threadsafe(run_job_async(name, key), loop).result()
     return asyncio.run(run_job_async(name, key))
 
 
@@ -114,10 +128,14 @@ def schedule_jobs(
     if jobstore_url is not None:
         from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 
-        scheduler.add_jobstore(SQLAlchemyJobStore(url=jobstore_url), alias="tiermem")
-    is_async = isinstance(scheduler, AsyncIOScheduler)  # its default executor runs coroutines on its loop
+        with contextlib.suppress(ValueError):  # already added by an earlier schedule_jobs on this scheduler
+            scheduler.add_jobstore(SQLAlchemyJobStore(url=jobstore_url), alias="tiermem")
     key = _key(system)
     _systems[key] = system
+    try:
+        _loops[key] = asyncio.get_running_loop()
+    except RuntimeError:
+        _loops.pop(key, None)
     for name in JOBS:
         every = intervals.get(name, DEFAULT_INTERVALS[name])
         if every is None:
@@ -125,7 +143,7 @@ def schedule_jobs(
         # An explicit next_run_time=None would add the job paused, so pass it only to run at once.
         first: dict[str, Any] = {"next_run_time": datetime.now().astimezone()} if start_now else {}
         scheduler.add_job(
-            run_job_async if is_async else run_job,
+            run_job,
             trigger="interval",
             seconds=max(every.total_seconds(), 1.0),
             args=[name, key],

@@ -60,14 +60,15 @@ from .records import (
     Turn,
     WorkingEntry,
 )
+from .relations import ConnectArguments
 from .store import Store
 from .subjects import USER, canonical_subject, is_canonical_subject
 from .tools import MemoryTool, RecallArguments, ToolEnvelope, Toolset
-from .relations import ConnectArguments
 from .usage import StageUsage, UsageLedger
 
+# isort: split
 # The write side (the composition root) comes last: the pipelines it imports read the names above.
-from .system import (  # noqa: E402
+from .system import (
     CaptureResult,
     ConsolidationResult,
     DigestResult,
@@ -98,13 +99,13 @@ __all__ = [
     "Blocking",
     "CapabilityPreset",
     "CaptureResult",
-    "ConnectArguments",
-    "ConsolidationResult",
-    "DigestResult",
     "Clock",
     "ConfigurationError",
+    "ConnectArguments",
+    "ConsolidationResult",
     "Digest",
     "DigestOptions",
+    "DigestResult",
     "Edge",
     "Embedder",
     "EmbedderError",

@@ -6,7 +6,6 @@ import asyncio
 import functools
 import inspect
 import threading
-from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Blocking"]
@@ -58,5 +57,3 @@ class Blocking:
 
     def __dir__(self) -> list[str]:
         return sorted(set(dir(self._target)))
-
-

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar, runtime_checkable
@@ -24,10 +24,10 @@ from .options import (
     WorkingOptions,
     resolve_tier,
 )
-from .recall import Candidate, named_subjects, rank, rank_without_cue, to_memory_item
-from .records import MemoryContext, MemoryItem, RankedMemoryItem, Tier
-from .store import Store, TableName, Where
+from .recall import BACKGROUND, Candidate, named_subjects, rank, rank_without_cue, to_memory_item
+from .records import MemoryContext, MemoryItem, RankedMemoryItem
 from .relations import RelationsMixin
+from .store import Store, TableName, Where
 from .tools import MemoryTool, RecallArguments, Toolset
 
 __all__ = [
@@ -130,6 +130,7 @@ class MemoryCapability(RelationsMixin):
         self.preset = preset
         self.max_context_tokens = max_context_tokens
         self.token_counter = token_counter
+        self._background: Any = None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -240,7 +241,21 @@ class MemoryCapability(RelationsMixin):
         named = named_subjects(cue, aliases)
         if self.relations is not None and canon is None and "semantic" in chosen:
             self._expand_through_graph(ctx, query_vector, named, now, found)
-        return rank(list(found.values()), now=now, options=self.recall_options, named=named, limit=limit)
+        return rank(
+            list(found.values()),
+            now=now,
+            options=self.recall_options,
+            cue=cue,
+            related_similarity=self._related_similarity(query_vector),
+            named=named,
+            limit=limit,
+        )
+
+    def _related_similarity(self, query_vector: Any) -> float:
+        """The cosine a memory must reach to count as related on its vector alone, for this cue."""
+        if self._background is None:
+            self._background = self.embedder.embed(list(BACKGROUND))
+        return float((self._background @ query_vector).max()) + self.recall_options.related_margin
 
     def _expand_through_graph(
         self, ctx: MemoryContext, query_vector: Any, named: set[str], now: Any, found: dict[tuple[str, str], Candidate]
@@ -256,7 +271,9 @@ class MemoryCapability(RelationsMixin):
             for edge, vector in zip(edges.values(), vectors, strict=True):
                 found.setdefault(
                     ("edges", edge.id),
-                    Candidate(item=self.item(edge, now), similarity=float(vector @ query_vector), lexical=0.0, via_graph=0.6),
+                    Candidate(
+                        item=self.item(edge, now), similarity=float(vector @ query_vector), lexical=0.0, via_graph=0.6
+                    ),
                 )
         neighbours = sorted({n for entity in entities for n in graph.neighbour_nodes(entity)} - set(entities))
         if not neighbours:

@@ -22,7 +22,9 @@ def _parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="run the scheduled jobs until SIGTERM or Ctrl-C")
     worker.add_argument("--store", required=True, help="LanceDB folder or URI")
     worker.add_argument("--model", default=None, help="litellm model string or 'rules' (default: from the environment)")
-    worker.add_argument("--embedder", default=None, help="embedder the store was written with (default: the shipped one)")
+    worker.add_argument(
+        "--embedder", default=None, help="embedder the store was written with (default: the shipped one)"
+    )
     worker.add_argument("--jobstore", default=None, help="SQLAlchemy URL of a shared APScheduler job store")
     worker.add_argument(
         "--every", action="append", default=[], metavar="JOB=SECONDS", help="override a job's interval (repeatable)"
@@ -44,8 +46,6 @@ def _intervals(pairs: Sequence[str]) -> dict[str, timedelta]:
 
 
 async def _worker(args: argparse.Namespace) -> int:
-    from jobs import schedule_jobs, wait_for_jobs
-
     from .system import system
 
     mem = system(store=args.store, model=args.model, embedder=args.embedder)
@@ -53,15 +53,11 @@ async def _worker(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    scheduler = schedule_jobs(mem, jobstore_url=args.jobstore, start_now=args.run_now, **_intervals(args.every))
-    scheduler.start()
     logging.getLogger("tiermem").info("worker running on %s (model %s)", args.store, mem.stages.name)
     print(f"tiermem worker: running on {args.store}", flush=True)
-    await stop.wait()
-    scheduler.shutdown(wait=False)
-    # Every write is one atomic LanceDB commit and every stage is idempotent, so a job abandoned
-    # after the grace period leaves nothing half-written; the next run redoes its work.
-    abandoned = await wait_for_jobs(args.grace)
+    abandoned = await mem.run_worker(
+        stop, jobstore_url=args.jobstore, run_now=args.run_now, grace=args.grace, **_intervals(args.every)
+    )
     print(f"tiermem worker: stopped ({abandoned} job(s) abandoned)", flush=True)
     return 0
 

@@ -47,7 +47,7 @@ def render_context(
     Items are admitted round-robin across sections so one long tier cannot starve the others.
     """
     head, tail = "<memory>", "</memory>"
-    budget = max_tokens - count(head) - count(tail)
+    budget = max_tokens - count(head + "\n") - count(tail)
     chosen: dict[str, list[str]] = {name: [] for name in order}
     queues = {name: [_line(i) for i in sections.get(name, ())] for name in order}
     headers = {name: f'<section tier="{name}" title="{SECTION_TITLES.get(name, name)}">' for name in order}
@@ -59,7 +59,8 @@ def render_context(
             if not queues[name]:
                 continue
             line = queues[name][0]
-            cost = count(line) + (0 if chosen[name] else count(headers[name]) + count("</section>"))
+            # Count what is really emitted: each line with its newline, a section's frame once.
+            cost = count(line + "\n") + (0 if chosen[name] else count(headers[name] + "\n") + count("</section>\n"))
             if spent + cost > budget:
                 queues[name] = []
                 continue

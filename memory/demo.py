@@ -21,7 +21,10 @@ SESSIONS: list[tuple[str, list[tuple[str, str]]]] = [
         "2026-03-02",
         [
             ("Hi, I'm Sam. I work at Acme Corp as a data engineer.", "Nice to meet you, Sam!"),
-            ("My wife Moni is allergic to shellfish, so we never order paella.", "Good to know, I'll keep that in mind."),
+            (
+                "My wife Moni is allergic to shellfish, so we never order paella.",
+                "Good to know, I'll keep that in mind.",
+            ),
             ("We are planning a trip to Lisbon in June.", "Lisbon in June sounds lovely."),
         ],
     ),
@@ -67,7 +70,9 @@ async def run_demo(
         ctx = base.model_copy(update={"session_id": f"session-{number}"})
         out(f"== session {number} ({day})")
         for user_text, reply in turns:
-            result = await mem.capture(ctx, [{"role": "user", "content": user_text}, {"role": "assistant", "content": reply}])
+            result = await mem.capture(
+                ctx, [{"role": "user", "content": user_text}, {"role": "assistant", "content": reply}]
+            )
             clock.advance(timedelta(minutes=2))
             out(f"  user: {user_text}")
             for entry in result.entries:
@@ -83,7 +88,11 @@ async def run_demo(
         mark = "" if fact.status == "active" else f"  <{fact.status}>"
         out(f"  [{fact.subject}] {fact.text}{mark}")
     out("\n== digest")
-    out(textwrap.fill(digest.digest.text if digest.digest else "(none)", 100, initial_indent="  ", subsequent_indent="  "))
+    out(
+        textwrap.fill(
+            digest.digest.text if digest.digest else "(none)", 100, initial_indent="  ", subsequent_indent="  "
+        )
+    )
     for query in QUERIES:
         out(f"\n== recall: {query!r}")
         _items(list(await mem.recall(base, query, limit=5)), out)

@@ -207,7 +207,9 @@ class LiteLLMEmbedder:
         vectors = embed_texts(self._model, list(texts), timeout=self._timeout, num_retries=self._num_retries)
         matrix = np.asarray(vectors, dtype=np.float32)
         if matrix.shape != (len(texts), self._dimensions):
-            raise EmbedderError(f"{self._model} returned shape {matrix.shape}, expected ({len(texts)}, {self._dimensions})")
+            raise EmbedderError(
+                f"{self._model} returned shape {matrix.shape}, expected ({len(texts)}, {self._dimensions})"
+            )
         return _normalise(matrix)
 
 

@@ -6,6 +6,7 @@ edges table changes. Reads use graph views (undirected view, subgraph view), nev
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Sequence
 
@@ -65,7 +66,8 @@ class RelationGraph:
             return None
         if max_hops is not None and len(nodes) - 1 > max_hops:
             return None
-        return [max(self._edges_between(a, b), key=lambda e: (e.confidence, e.id)) for a, b in zip(nodes, nodes[1:])]
+        hops = itertools.pairwise(nodes)
+        return [max(self._edges_between(a, b), key=lambda e: (e.confidence, e.id)) for a, b in hops]
 
     def ego(self, entity: str, *, radius: int = 1) -> tuple[list[str], list[Edge]]:
         """Nodes within ``radius`` hops and the edges among them."""

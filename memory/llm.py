@@ -17,12 +17,12 @@ from typing import Any, TypeVar
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map over the network
 
-import litellm  # noqa: E402
-from litellm.llms.custom_llm import CustomLLM  # noqa: E402
-from pydantic import BaseModel, ValidationError  # noqa: E402
+import litellm
+from litellm.llms.custom_llm import CustomLLM
+from pydantic import BaseModel, ValidationError
 
-from .errors import EmbedderError, ModelError, ModelOutputError  # noqa: E402
-from .usage import UsageLedger  # noqa: E402
+from .errors import EmbedderError, ModelError, ModelOutputError
+from .usage import UsageLedger
 
 __all__ = ["LLM", "FakeHandler", "embed_texts", "install_fake_provider"]
 
@@ -108,7 +108,10 @@ class LLM:
             convo = [
                 *convo,
                 {"role": "assistant", "content": raw},
-                {"role": "user", "content": f"That output did not validate:\n{last_error}\nReply with corrected JSON only."},
+                {
+                    "role": "user",
+                    "content": f"That output did not validate:\n{last_error}\nReply with corrected JSON only.",
+                },
             ]
         self.ledger.record(stage, failures=1)
         raise ModelOutputError(
@@ -217,7 +220,10 @@ def install_fake_provider(name: str, handler: FakeHandler) -> str:
     """Install an in-process fake reachable as ``tiermem-fake/<name>``; returns that model string."""
     _fakes[name] = handler
     if not any(item.get("provider") == FAKE_PROVIDER for item in litellm.custom_provider_map):
-        litellm.custom_provider_map = [*litellm.custom_provider_map, {"provider": FAKE_PROVIDER, "custom_handler": _provider}]
+        litellm.custom_provider_map = [
+            *litellm.custom_provider_map,
+            {"provider": FAKE_PROVIDER, "custom_handler": _provider},
+        ]
         from litellm.utils import custom_llm_setup
 
         custom_llm_setup()  # type: ignore[no-untyped-call]

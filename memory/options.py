@@ -29,9 +29,7 @@ class WorkingOptions(_Options):
     """Working memory: this session's observations."""
 
     capacity: int = Field(default=7, ge=1, le=1000, description="Most active entries per session.")
-    salience_half_life: float = Field(
-        default=8.0, gt=0, description="Turns after which an entry's salience halves."
-    )
+    salience_half_life: float = Field(default=8.0, gt=0, description="Turns after which an entry's salience halves.")
 
 
 class EpisodicOptions(_Options):
@@ -91,7 +89,12 @@ class RecallOptions(_Options):
     dense_weight: float = Field(default=0.45, ge=0, description="Weight of vector similarity.")
     lexical_weight: float = Field(default=0.55, ge=0, description="Weight of full-text score.")
     min_relevance: float = Field(default=0.3, ge=0, le=1, description="Gate on normalised relevance.")
-    min_similarity: float = Field(default=0.3, ge=-1, le=1, description="Cosine that counts as related alone.")
+    min_similarity: float | None = Field(
+        default=None, ge=-1, le=1, description="Cosine that counts as related alone; None = relative to background."
+    )
+    related_margin: float = Field(
+        default=0.05, ge=0, le=1, description="How far above the cue's best background similarity counts as related."
+    )
     prior_weight: float = Field(default=0.25, ge=0, le=1, description="Share of the score from priors.")
     recency_half_life: timedelta = Field(default=timedelta(days=30), description="Recency prior half-life.")
     tier_weights: dict[str, float] = Field(
@@ -99,6 +102,12 @@ class RecallOptions(_Options):
         description="Prior per tier.",
     )
     subject_boost: float = Field(default=0.15, ge=0, le=1, description="Boost for a subject the cue names.")
+    coverage_weight: float = Field(
+        default=0.5, ge=0, le=1, description="How much the cue words a memory misses discount its lexical match."
+    )
+    session_weight: float = Field(
+        default=0.2, ge=0, le=1, description="Share of a matching episode's relevance its turns inherit."
+    )
 
 
 T = TypeVar("T", bound=BaseModel)

@@ -8,6 +8,7 @@ a band small enough that they cannot lift an unrelated memory over a related one
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,16 @@ from .options import RecallOptions, SemanticOptions, WorkingOptions
 from .records import Digest, Edge, Episode, Fact, MemoryItem, RankedMemoryItem, Turn, WorkingEntry
 from .subjects import USER
 
-__all__ = ["Candidate", "edge_to_memory_item", "named_subjects", "rank", "rank_without_cue", "to_memory_item"]
+__all__ = [
+    "BACKGROUND",
+    "Candidate",
+    "edge_to_memory_item",
+    "named_subjects",
+    "rank",
+    "rank_without_cue",
+    "terms",
+    "to_memory_item",
+]
 
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
@@ -142,11 +152,18 @@ def to_memory_item(
     )
 
 
+_FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "we", "our", "us"})
+
+
 def named_subjects(cue: str, aliases: Mapping[str, str]) -> set[str]:
-    """Subjects the cue may name: its words, hyphen-joined word pairs ("acme corp"), and aliases."""
+    """Subjects the cue names: its words, hyphen-joined word pairs ("acme corp"), display names,
+    and "user" for a first-person cue ("my wife")."""
     words = _NAME.findall(cue.lower())
-    named = {w for w in words if len(w) > 1} | {f"{a}-{b}" for a, b in zip(words, words[1:])}
-    named |= {subject for alias, subject in aliases.items() if alias in named or alias in cue.lower()}
+    named = {w for w in words if len(w) > 1} | {f"{a}-{b}" for a, b in itertools.pairwise(words)}
+    spaced = f" {' '.join(words)} "
+    named |= {subject for alias, subject in aliases.items() if f" {' '.join(_NAME.findall(alias))} " in spaced}
+    if _FIRST_PERSON & set(words):
+        named.add(USER)
     return named
 
 
@@ -159,25 +176,253 @@ def _minmax(values: np.ndarray) -> np.ndarray:
     return (values - low) / (high - low)
 
 
+_STOP = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "ever",
+        "also",
+        "like",
+        "really",
+        "much",
+        "many",
+        "get",
+        "got",
+    ]
+)
+_SUFFIXES = ("ing", "ed", "es", "s", "ly")
+
+# Everyday sentences about nothing in particular. A cue's best similarity to them says how similar
+# "unrelated" looks for this cue and this embedder (static embeddings put unrelated sentences at
+# cosine 0.6-0.8), so a memory must beat that to count as related on its vector alone.
+BACKGROUND = (
+    "The meeting was moved to Thursday afternoon.",
+    "I need to buy groceries after work.",
+    "The weather has been rainy all week.",
+    "She finished reading the novel last night.",
+    "We watched a movie at the cinema.",
+    "The train was delayed by twenty minutes.",
+    "He is learning to play the guitar.",
+    "The kids went to the park after school.",
+    "I cooked pasta for dinner yesterday.",
+    "The office is closed on public holidays.",
+    "They adopted a cat from the shelter.",
+    "My phone battery died during the trip.",
+    "The project deadline is next Friday.",
+    "We planned a birthday party for Anna.",
+    "The museum has a new exhibition on modern art.",
+    "I go jogging every morning before breakfast.",
+    "The restaurant was fully booked on Saturday.",
+    "He fixed the leaking kitchen tap.",
+    "The concert tickets sold out quickly.",
+    "She volunteers at the animal shelter on weekends.",
+    "The flight to Madrid leaves at noon.",
+    "I started a new job at a bank last month.",
+    "Our neighbours are renovating their house.",
+    "The doctor recommended more exercise and sleep.",
+    "He bought a second-hand bicycle online.",
+    "The library extended its opening hours.",
+    "We spent the holiday at the seaside.",
+    "The printer in the office is broken again.",
+    "She is studying for her final exams.",
+    "I painted the bedroom walls light blue.",
+    "The football match ended in a draw.",
+    "They moved to a smaller apartment in the city.",
+    "My sister is getting married in June.",
+    "The garden needs watering every evening.",
+    "He takes the bus to work every day.",
+    "The bakery on the corner sells great bread.",
+    "We are saving money for a new car.",
+    "The children built a snowman in the yard.",
+    "I forgot my umbrella at the cafe.",
+    "She called her grandmother on Sunday.",
+)
+
+
+def terms(text: str) -> frozenset[str]:
+    """Informative words, lightly stemmed ("hiking" meets "hike"): for how much of a cue a memory covers."""
+    out = set()
+    for word in _NAME.findall(text.lower().replace("'s", "")):
+        if word in _STOP or len(word) < 2:
+            continue
+        for suffix in _SUFFIXES:
+            if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+                word = word[: -len(suffix)]
+                break
+        out.add(word.rstrip("e") if len(word) > 3 else word)
+    return frozenset(out)
+
+
 def rank(
     candidates: Sequence[Candidate],
     *,
     now: datetime,
     options: RecallOptions,
+    cue: str = "",
+    related_similarity: float = 0.5,
     named: Iterable[str] = (),
     limit: int,
 ) -> list[RankedMemoryItem]:
-    """Fuse, gate and order candidates; the best ``limit`` come back."""
+    """Fuse, gate and order candidates; the best ``limit`` come back.
+
+    Lexical evidence is the engine's BM25 (scaled by the best in the pool) blended with the share
+    of the cue's informative words a memory covers: BM25 alone would call a memory matching one
+    common word a perfect match whenever nothing matches better.
+    """
     if not candidates:
         return []
     sims = np.array([c.similarity for c in candidates], dtype=np.float64)
-    lex = np.array([c.lexical for c in candidates], dtype=np.float64)
-    lex_norm = lex / lex.max() if lex.max() > 0 else np.zeros_like(lex)
+    bm25 = np.array([c.lexical for c in candidates], dtype=np.float64)
+    wanted = terms(cue)
+    coverage = np.array(
+        [len(wanted & terms(c.item.text)) / len(wanted) if wanted else 0.0 for c in candidates], dtype=np.float64
+    )
+    scaled = bm25 / bm25.max() if bm25.max() > 0 else np.zeros_like(bm25)
+    # Missing cue words discount the BM25 match: one common word of three is not a perfect match.
+    lex_norm = scaled * (1.0 - options.coverage_weight + options.coverage_weight * coverage)
     dense_norm = _minmax(sims)
     total = options.dense_weight + options.lexical_weight or 1.0
     relevance = (options.dense_weight * dense_norm + options.lexical_weight * lex_norm) / total
-    # The gate: a keyword match or a cosine that means "related" on its own, and not far behind the best.
-    plausible = ((lex > 0) | (sims >= options.min_similarity)) & (relevance >= options.min_relevance * relevance.max())
+    # The gate: an informative word of the cue, or a cosine clearly above what unrelated sentences
+    # get for this cue; and not far behind the best candidate.
+    threshold = options.min_similarity if options.min_similarity is not None else related_similarity
+    plausible = ((coverage > 0) | (sims >= threshold)) & (relevance >= options.min_relevance * relevance.max())
+    # Soft two-stage: a turn of a session whose episode matches the cue gains part of that match
+    # (the right conversation first, then the right line in it).
+    if options.session_weight > 0:
+        episode_relevance = {
+            c.item.metadata.get("session_id"): float(relevance[i])
+            for i, c in enumerate(candidates)
+            if c.item.tier == "episodic" and c.item.metadata.get("kind") != "turn"
+        }
+        inherited = np.array(
+            [
+                episode_relevance.get(c.item.metadata.get("session_id"), 0.0)
+                if c.item.metadata.get("kind") == "turn"
+                else 0.0
+                for c in candidates
+            ]
+        )
+        relevance = np.minimum(relevance + options.session_weight * inherited, 1.0)
     # Memories reached through the relations graph are plausible by that link, at a fixed relevance floor.
     graph_floor = np.array([c.via_graph for c in candidates], dtype=np.float64)
     plausible |= graph_floor > 0
@@ -199,7 +444,9 @@ def rank(
     return ranked[:limit]
 
 
-def rank_without_cue(items: Sequence[MemoryItem], *, now: datetime, options: RecallOptions, limit: int) -> list[RankedMemoryItem]:
+def rank_without_cue(
+    items: Sequence[MemoryItem], *, now: datetime, options: RecallOptions, limit: int
+) -> list[RankedMemoryItem]:
     """No cue: the most recent and salient memories first."""
     ranked = []
     for item in items:

@@ -7,7 +7,7 @@ None, nothing is written, and the connect tool answers with a recoverable error 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -88,13 +88,21 @@ class RelationsMixin(TierWriter):
         self._graph_cache().invalidate((ctx.namespace, ctx.user_id))
         return written
 
-    def remove_dangling_edges_sync(self, ctx: MemoryContext) -> int:
-        """Drop edges with an endpoint that has no active fact any more ("user" always stands)."""
+    def dangling_edges_sync(self, ctx: MemoryContext, *, ignoring: Collection[str] = ()) -> list[Edge]:
+        """Edges with an endpoint that has no active fact ("user" and minted entities always stand).
+
+        ``ignoring``: fact ids to treat as gone already (a dry run's would-be archived facts).
+        """
         if self.relations is None:
-            return 0
-        live = set(self.store.column_values("facts", Where(eq=self.scope(ctx), isin={"status": ["active"]}), "subject"))
-        live.add(USER)
-        dangling = [e.id for e in self.edges_sync(ctx) if e.source not in live or e.target not in live]
+            return []
+        live = {f.subject for f in self.facts_sync(ctx) if f.id not in ignoring} | {USER}
+        return [
+            e for e in self.edges_sync(ctx) if not {e.source, e.target} <= live | set(e.metadata.get("implicit", ()))
+        ]
+
+    def remove_dangling_edges_sync(self, ctx: MemoryContext) -> int:
+        """Drop the dangling edges; returns how many."""
+        dangling = [e.id for e in self.dangling_edges_sync(ctx)]
         if dangling:
             self.store.delete("edges", Where(eq=self.scope(ctx), isin={"id": dangling}))
             self._graph_cache().invalidate((ctx.namespace, ctx.user_id))

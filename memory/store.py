@@ -21,55 +21,16 @@ from lancedb.index import FTS, BTree
 from pydantic import BaseModel
 
 from .errors import InvalidArgumentError, StoreError, StoreMismatchError
+from .filters import MAX_FILTER_VALUE, Where, checked_column, sql_literal
 from .records import Alias, Digest, Edge, Episode, Fact, Turn, WorkingEntry
+from .vectors import COLUMNS, VectorBlock, VectorCache, top_k
 
-__all__ = ["SCHEMA_VERSION", "Hit", "Store", "TableName", "Where", "sql_literal"]
+__all__ = ["MAX_FILTER_VALUE", "SCHEMA_VERSION", "Hit", "Store", "TableName", "Where", "sql_literal"]
 
-SCHEMA_VERSION = "1"
-MAX_FILTER_VALUE = 4096
+SCHEMA_VERSION = "2"
 
 TableName = Literal["working", "episodes", "facts", "digests", "edges", "turns", "aliases"]
 R = TypeVar("R", bound=BaseModel)
-
-_FILTER_COLUMNS = frozenset({"id", "namespace", "user_id", "session_id", "subject", "status"})
-
-
-def sql_literal(value: str) -> str:
-    """Quote a value for a LanceDB (DataFusion SQL) filter; the one place this happens."""
-    if not isinstance(value, str):
-        raise InvalidArgumentError(f"filter value must be a string, not {type(value).__name__}")
-    if "\x00" in value:
-        raise InvalidArgumentError("filter value contains a NUL character")
-    if len(value) > MAX_FILTER_VALUE:
-        raise InvalidArgumentError(f"filter value is longer than {MAX_FILTER_VALUE} characters")
-    return "'" + value.replace("'", "''") + "'"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Where:
-    """A conjunction of equality / membership tests on known columns, rendered safely."""
-
-    eq: Mapping[str, str]
-    isin: Mapping[str, Sequence[str]] | None = None
-    ne: Mapping[str, str] | None = None
-
-    def sql(self) -> str:
-        parts: list[str] = []
-        for column, value in self.eq.items():
-            parts.append(f"{_column(column)} = {sql_literal(value)}")
-        for column, value in (self.ne or {}).items():
-            parts.append(f"({_column(column)} IS NULL OR {_column(column)} <> {sql_literal(value)})")
-        for column, values in (self.isin or {}).items():
-            if not values:
-                return "false"
-            parts.append(f"{_column(column)} IN ({', '.join(sql_literal(v) for v in values)})")
-        return " AND ".join(parts) if parts else "true"
-
-
-def _column(name: str) -> str:
-    if name not in _FILTER_COLUMNS:
-        raise InvalidArgumentError(f"cannot filter on column {name!r}")
-    return name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,18 +78,19 @@ def _searchable_text(record: BaseModel) -> str:
 
 
 def _row(record: BaseModel, vector: np.ndarray | None) -> dict[str, Any]:
+    rec: Any = record  # every stored record has id, scope and created_at; the rest is per type
     row: dict[str, Any] = {
-        "id": getattr(record, "id"),
-        "namespace": getattr(record, "namespace"),
-        "user_id": getattr(record, "user_id"),
+        "id": rec.id,
+        "namespace": rec.namespace,
+        "user_id": rec.user_id,
         "session_id": getattr(record, "session_id", None),
         "subject": getattr(record, "subject", None) or getattr(record, "source", None),
         "status": getattr(record, "status", None) or "active",
         "text": _searchable_text(record),
         # Full-text search reads both columns: a turn is also found by the turn it replies to.
         "context": f"{getattr(record, 'context', '')} {_searchable_text(record)}".strip(),
-        "created_at": getattr(record, "created_at"),
-        "updated_at": getattr(record, "updated_at", None) or getattr(record, "created_at"),
+        "created_at": rec.created_at,
+        "updated_at": getattr(record, "updated_at", None) or rec.created_at,
         "record": record.model_dump_json(),
     }
     if vector is not None:
@@ -149,6 +111,7 @@ class Store:
         storage_options: Mapping[str, str] | None = None,
         compact_every: int = 64,
         keep_versions: timedelta = timedelta(minutes=10),
+        vector_cache_bytes: int = 256 * 2**20,
     ) -> None:
         self.uri = uri
         self.dimensions = dimensions
@@ -163,6 +126,7 @@ class Store:
         self._write_lock = threading.RLock()
         self.compact_every = compact_every
         self.keep_versions = keep_versions
+        self._vectors = VectorCache(vector_cache_bytes)
         self._check_meta()
 
     # -- schema -----------------------------------------------------------------------------
@@ -209,7 +173,14 @@ class Store:
             raise InvalidArgumentError(f"unknown table {name!r}")
         if name not in self._tables:
             with _engine_errors(f"open table {name}"):
-                self._tables[name] = self._db.create_table(name, schema=self._schema(name), exist_ok=True)
+                table = self._db.create_table(name, schema=self._schema(name), exist_ok=True)
+                found = set(table.schema.names)
+            if found != set(self._schema(name).names):
+                raise StoreMismatchError(
+                    f"table {name!r} in {self.uri!r} has columns {sorted(found)}, expected "
+                    f"{sorted(self._schema(name).names)}: it was written by another tiermem version"
+                )
+            self._tables[name] = table
         return self._tables[name]
 
     def _ensure_indexes(self, name: str) -> None:
@@ -219,8 +190,9 @@ class Store:
         table = self.table(name)
         with _engine_errors(f"index table {name}"):
             existing = {tuple(ix.columns) for ix in table.list_indices()}
-            if ("user_id",) not in existing:
-                table.create_index("user_id", config=BTree(), replace=True)
+            for key in ("user_id", "id"):  # scope filters, and fetching search winners by id
+                if (key,) not in existing:
+                    table.create_index(key, config=BTree(), replace=True)
             for column in ("text", "context") if _SPECS[name].vectors else ():
                 if (column,) not in existing:
                     table.create_index(
@@ -238,7 +210,9 @@ class Store:
         """Append records whose ids are new by construction (about 3x cheaper than an upsert)."""
         self._write(name, records, vectors, insert_only=True)
 
-    def _write(self, name: TableName, records: Sequence[BaseModel], vectors: np.ndarray | None, *, insert_only: bool) -> None:
+    def _write(
+        self, name: TableName, records: Sequence[BaseModel], vectors: np.ndarray | None, *, insert_only: bool
+    ) -> None:
         if not records:
             return
         spec = _SPECS[name]
@@ -254,16 +228,23 @@ class Store:
         data = pa.Table.from_pylist(rows, schema=self._schema(name))
         table = self.table(name)
         with self._write_lock, _engine_errors(f"write to {name}"):
+            before = int(table.version)
             if insert_only:
                 table.add(data)
             else:
                 table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+            after = int(table.version)
+            if vectors is not None and after == before + 1:
+                self._vectors.wrote(name, before=before, after=after, rows=_per_user(rows, vectors))
+            else:  # someone else committed in between: cached blocks may miss their rows
+                self._vectors.drop(name)
             self._ensure_indexes(name)
             self._after_write(name)
 
     def delete(self, name: TableName, where: Where) -> None:
         with self._write_lock, _engine_errors(f"delete from {name}"):
             self.table(name).delete(where.sql())
+            self._vectors.drop(name)
             self._after_write(name)
 
     def _after_write(self, name: str) -> None:
@@ -277,6 +258,7 @@ class Store:
         if self.compact_every and self._writes[name] >= self.compact_every:
             self._writes[name] = 0
             self.table(name).optimize(cleanup_older_than=self.keep_versions, delete_unverified=False)
+            self._vectors.drop(name)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -294,7 +276,7 @@ class Store:
     def column_values(self, name: TableName, where: Where, column: str) -> list[str]:
         """Distinct values of one filterable column (e.g. the subjects a user has), without parsing records."""
         with _engine_errors(f"read {name}"):
-            rows = self.table(name).search().where(where.sql()).select([_column(column)]).limit(None).to_arrow()
+            rows = self.table(name).search().where(where.sql()).select([checked_column(column)]).limit(None).to_arrow()
         return sorted({v for v in rows.column(column).to_pylist() if v is not None})
 
     def scopes(self, name: TableName, where: Where | None = None) -> list[tuple[str, str]]:
@@ -334,7 +316,41 @@ class Store:
             return int(self.table(name).count_rows(where.sql() if where else None))
 
     def vector_search(self, name: TableName, vector: np.ndarray, where: Where, *, limit: int) -> list[Hit]:
-        """Nearest records by cosine within ``where``; the score is the cosine similarity."""
+        """Nearest records by cosine within ``where``; the score is the cosine similarity.
+
+        Searches the user's cached vectors when ``where`` names one user (the usual case), else LanceDB.
+        """
+        namespace, user = where.eq.get("namespace"), where.eq.get("user_id")
+        if namespace is None or user is None or self._vectors.max_bytes <= 0:
+            return self._lance_vector_search(name, vector, where, limit=limit)
+        key = (name, namespace, user)
+        with _engine_errors(f"search {name}"):
+            version = int(self.table(name).version)
+            block = self._vectors.get(key, version) or self._load_block(name, namespace, user, version)
+        rest = {k: v for k, v in where.eq.items() if k not in ("namespace", "user_id")}
+        keep = block.mask(rest, where.isin or {}, where.ne or {})
+        best = top_k(block, vector, keep, limit)
+        if not best:
+            return []
+        records = {
+            r.id: r for r in self.get(name, Where(eq={"namespace": namespace, "user_id": user}), [b[0] for b in best])
+        }
+        return [Hit(record=records[i], score=score, vector=vec) for i, score, vec in best if i in records]
+
+    def _load_block(self, name: str, namespace: str, user: str, version: int) -> VectorBlock:
+        where = Where(eq={"namespace": namespace, "user_id": user})
+        rows = self.table(name).search().where(where.sql()).select([*COLUMNS, "vector"]).limit(None).to_arrow()
+        vectors = rows.column("vector").to_numpy(zero_copy_only=False)
+        matrix = np.stack(vectors).astype(np.float32) if len(vectors) else np.zeros((0, self.dimensions), np.float32)
+        block = VectorBlock(
+            version=version,
+            columns={c: np.asarray(rows.column(c).to_pylist(), dtype=object) for c in COLUMNS},
+            matrix=matrix,
+        )
+        self._vectors.put((name, namespace, user), block)
+        return block
+
+    def _lance_vector_search(self, name: TableName, vector: np.ndarray, where: Where, *, limit: int) -> list[Hit]:
         with _engine_errors(f"search {name}"):
             rows = (
                 self.table(name)
@@ -349,7 +365,7 @@ class Store:
 
     def text_search(self, name: TableName, text: str, where: Where, *, limit: int) -> list[Hit]:
         """Full-text (BM25, stemmed, stop words removed) matches within ``where``."""
-        if not text.strip() or name not in self._indexed and self.count(name) == 0:
+        if not text.strip() or (name not in self._indexed and self.count(name) == 0):
             return []
         self._ensure_indexes(name)
         with _engine_errors(f"full-text search {name}"):
@@ -377,6 +393,7 @@ class Store:
         versions: dict[str, int] = {}
         for name in _SPECS:
             table = self.table(name)
+            self._vectors.drop(name)
             with self._write_lock, _engine_errors(f"optimize {name}"):
                 if table.count_rows() == 0:
                     continue
@@ -397,3 +414,15 @@ class Store:
                 out[name] = {"rows": table.count_rows(), "versions": len(table.list_versions())}
         return out
 
+
+def _per_user(
+    rows: Sequence[dict[str, Any]], vectors: np.ndarray
+) -> dict[tuple[str, str], tuple[dict[str, list[str | None]], np.ndarray]]:
+    """Written rows grouped by user, in the shape the vector cache applies."""
+    grouped: dict[tuple[str, str], list[int]] = {}
+    for i, row in enumerate(rows):
+        grouped.setdefault((row["namespace"], row["user_id"]), []).append(i)
+    return {
+        key: ({c: [rows[i][c] for i in idx] for c in COLUMNS}, np.asarray(vectors[idx], dtype=np.float32))
+        for key, idx in grouped.items()
+    }

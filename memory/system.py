@@ -152,6 +152,31 @@ class MemorySystem(MemoryCapability):
             self._scheduler.shutdown(wait=wait)
             self._scheduler = None
 
+    async def run_worker(
+        self,
+        stop: asyncio.Event,
+        *,
+        jobstore_url: str | None = None,
+        run_now: bool = False,
+        grace: float = 30.0,
+        **intervals: Any,
+    ) -> int:
+        """Run the scheduled jobs on this event loop until ``stop`` is set; returns jobs abandoned.
+
+        Every write is one atomic LanceDB commit and every stage is idempotent, so a job abandoned
+        after ``grace`` seconds leaves nothing half-written; the next run redoes its work.
+        """
+        from jobs import schedule_jobs, wait_for_jobs
+
+        scheduler = schedule_jobs(self, jobstore_url=jobstore_url, start_now=run_now, **intervals)
+        scheduler.start()
+        try:
+            await stop.wait()
+            scheduler.pause()  # no new runs; the ones in flight get the grace period
+            return await wait_for_jobs(grace)
+        finally:
+            scheduler.shutdown(wait=False)
+
     def usage(self) -> dict[str, dict[str, float]]:
         """Model usage per stage: calls, retries, failures, tokens, cost, latency."""
         return self.stages.ledger.snapshot()
@@ -184,7 +209,11 @@ class MemorySystem(MemoryCapability):
     # -- capture ----------------------------------------------------------------------------
 
     async def capture(
-        self, ctx: MemoryContext, messages: Sequence[Mapping[str, Any] | Message], *, metadata: Mapping[str, Any] | None = None
+        self,
+        ctx: MemoryContext,
+        messages: Sequence[Mapping[str, Any] | Message],
+        *,
+        metadata: Mapping[str, Any] | None = None,
     ) -> CaptureResult:
         """After each turn: journal it, then observe it (one model call). Never loses the turn."""
         if ctx.session_id is None:
@@ -216,7 +245,10 @@ class MemorySystem(MemoryCapability):
     async def capture_from_items(
         self, ctx: MemoryContext, items: Sequence[Mapping[str, Any] | Sequence[Mapping[str, Any]]]
     ) -> list[CaptureResult]:
-        """A batch: each list is one turn; loose messages start a new turn at every user message."""
+        """A batch: each list is one turn; loose messages start a new turn at every user message.
+
+        The whole batch is validated before the first turn is journaled.
+        """
         turns: list[list[Mapping[str, Any]]] = []
         for item in items:
             if isinstance(item, Mapping):
@@ -225,13 +257,16 @@ class MemorySystem(MemoryCapability):
                 turns[-1].append(item)
             else:
                 turns.append(list(item))
-        return [await self.capture(ctx, turn) for turn in turns]
+        checked = [_messages(turn) for turn in turns]
+        return [await self.capture(ctx, turn) for turn in checked]
 
     async def _observe(self, ctx: MemoryContext, turn: Turn) -> CaptureResult:
         names, aliases = self._names(ctx)
         known = await self._run(self.known_subjects_sync, ctx)
         try:
-            observed = await observe_turn(self.stages, turn=turn, user_names=names, aliases=aliases, known_subjects=known)
+            observed = await observe_turn(
+                self.stages, turn=turn, user_names=names, aliases=aliases, known_subjects=known
+            )
         except ModelError as exc:
             failed = turn.model_copy(update={"error": str(exc)[:2000], "attempts": turn.attempts + 1})
             await self._run(self.put_turns_sync, [failed])
@@ -253,9 +288,14 @@ class MemorySystem(MemoryCapability):
             return await self._encode(sctx, sid)
 
     async def _encode(self, ctx: MemoryContext, sid: str) -> SessionResult:
-        turns: list[Turn] = sorted(await self._run(self.store.query, "turns", self._session_where(ctx, sid)), key=lambda t: t.seq)
+        turns: list[Turn] = sorted(
+            await self._run(self.store.query, "turns", self._session_where(ctx, sid)), key=lambda t: t.seq
+        )
         if not turns:
             return SessionResult(episode=None)
+        existing = await self._run(self.store.get, "episodes", Where(eq=self.scope(ctx)), [episode_id(ctx, sid)])
+        if existing and existing[0].status != "failed" and set(existing[0].provenance) >= {t.id for t in turns}:
+            return SessionResult(episode=existing[0])  # already encoded and nothing new since: no re-queue
         for turn in [t for t in turns if t.status == "pending"]:
             await self._observe(ctx, turn)  # one more chance before the session closes
         entries = await self._run(self.working_memory_sync, ctx, include_inactive=True)
@@ -263,7 +303,14 @@ class MemorySystem(MemoryCapability):
         now = self.clock.now()
         try:
             episode = await encode_session(
-                self.stages, ctx=ctx, session_id=sid, entries=entries, turns=turns, user_names=names, aliases=aliases, now=now
+                self.stages,
+                ctx=ctx,
+                session_id=sid,
+                entries=entries,
+                turns=turns,
+                user_names=names,
+                aliases=aliases,
+                now=now,
             )
         except ModelError as exc:
             marker = Episode(
@@ -308,6 +355,7 @@ class MemorySystem(MemoryCapability):
                 plan = await consolidate_episodes(
                     self.stages, ctx=ctx, episodes=batch, observations=observed, existing=existing, user_names=names,
                     aliases=aliases, relations=self.relations, now=now,
+                    known_subjects=await self._run(self.known_subjects_sync, ctx),
                 )  # fmt: skip
             except ModelError as exc:
                 failed = [e.model_copy(update={"error": str(exc)[:2000], "updated_at": now}) for e in batch]

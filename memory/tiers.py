@@ -110,7 +110,9 @@ class TierWriter:
     def known_subjects_sync(self, ctx: MemoryContext) -> list[str]:
         """Subjects with facts for this user."""
         return list(
-            self._per_user("facts", ctx, lambda: self.store.column_values("facts", Where(eq=self.scope(ctx)), "subject"))
+            self._per_user(
+                "facts", ctx, lambda: self.store.column_values("facts", Where(eq=self.scope(ctx)), "subject")
+            )
         )
 
     def add_alias_sync(self, ctx: MemoryContext, name: str, subject: str = USER) -> Alias:
@@ -163,23 +165,33 @@ class TierWriter:
         return await asyncio.to_thread(self.working_memory_sync, ctx, include_inactive=include_inactive)
 
     def add_working_entries_sync(self, ctx: MemoryContext, entries: Sequence[WorkingEntry]) -> list[WorkingEntry]:
-        """Write entries, then keep at most ``capacity`` active by effective salience (overflow stays logged)."""
+        """Write entries keeping at most ``capacity`` active by effective salience, in one write.
+
+        Entries pushed out become "overflow": no longer in the active set, still in the session log
+        (and so in the episode).
+        """
         if not entries:
             return []
-        self.store.upsert("working", list(entries), self.embed([e.text for e in entries]))
-        self._enforce_capacity(ctx)
-        return list(entries)
-
-    def _enforce_capacity(self, ctx: MemoryContext) -> None:
         capacity = self.working.capacity if self.working else 7
-        active = self.working_memory_sync(ctx)
-        if len(active) <= capacity:
-            return
-        now_seq = max(e.seq for e in active)
         half = self.working.salience_half_life if self.working else 8.0
-        keep = sorted(active, key=lambda e: (-turn_decay(e.salience, now_seq - e.seq, half_life_turns=half), -e.seq, e.id))
-        overflow = [e.model_copy(update={"status": "overflow", "updated_at": self.clock.now()}) for e in keep[capacity:]]
-        self.store.upsert("working", overflow, self.embed([e.text for e in overflow]))
+        active = {e.id: e for e in self.working_memory_sync(ctx)}
+        active.update({e.id: e for e in entries})
+        now_seq = max(e.seq for e in active.values())
+        ranked = sorted(
+            active.values(),
+            key=lambda e: (-turn_decay(e.salience, now_seq - e.seq, half_life_turns=half), -e.seq, e.id),
+        )
+        pushed = {e.id for e in ranked[capacity:]}
+        new_ids = {e.id for e in entries}
+        now = self.clock.now()
+        writes = [e.model_copy(update={"status": "overflow"}) if e.id in pushed else e for e in entries]
+        writes += [
+            e.model_copy(update={"status": "overflow", "updated_at": now})
+            for e in ranked[capacity:]
+            if e.id not in new_ids
+        ]
+        self.store.upsert("working", writes, self.embed([e.text for e in writes]))
+        return writes[: len(entries)]
 
     def add_working_memory_sync(
         self,
@@ -241,7 +253,9 @@ class TierWriter:
 
     # -- semantic ---------------------------------------------------------------------------
 
-    def facts_sync(self, ctx: MemoryContext, *, subject: str | None = None, include_inactive: bool = False) -> list[Fact]:
+    def facts_sync(
+        self, ctx: MemoryContext, *, subject: str | None = None, include_inactive: bool = False
+    ) -> list[Fact]:
         eq = self.scope(ctx)
         if subject is not None:
             eq["subject"] = self._subject(ctx, subject)
@@ -249,7 +263,9 @@ class TierWriter:
         facts: list[Fact] = self.store.query("facts", where)
         return sorted(facts, key=lambda f: (f.created_at, f.id))
 
-    async def facts(self, ctx: MemoryContext, *, subject: str | None = None, include_inactive: bool = False) -> list[Fact]:
+    async def facts(
+        self, ctx: MemoryContext, *, subject: str | None = None, include_inactive: bool = False
+    ) -> list[Fact]:
         return await asyncio.to_thread(self.facts_sync, ctx, subject=subject, include_inactive=include_inactive)
 
     def put_facts_sync(self, facts: Sequence[Fact]) -> None:
@@ -307,11 +323,20 @@ class TierWriter:
 
     async def remember(self, ctx: MemoryContext, text: str, *, subject: str = USER) -> Fact:
         """Store something the application was told to remember, as a high-confidence fact."""
-        return await self.add_semantic_fact(ctx, text, subject=subject, confidence=0.95, metadata={"source": "remember"})
+        return await self.add_semantic_fact(
+            ctx, text, subject=subject, confidence=0.95, metadata={"source": "remember"}
+        )
 
     # -- digest -----------------------------------------------------------------------------
 
-    def set_digest_sync(self, ctx: MemoryContext, text: str, *, provenance: Sequence[str] = (), metadata: Mapping[str, Any] | None = None) -> Digest:
+    def set_digest_sync(
+        self,
+        ctx: MemoryContext,
+        text: str,
+        *,
+        provenance: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Digest:
         """Replace the user's digest (one per user; the previous text is kept in metadata)."""
         now = self.clock.now()
         previous = self.latest_digest_sync(ctx)

@@ -46,10 +46,11 @@ async def compact_subject(
         sources = [own[i] for i in ids]
         text = " ".join(merge.text.split())
         new_id = fact_id(ctx.namespace, ctx.user_id, subject, text)
-        if new_id in own:
-            plan.refused += 1  # the "merge" is one of its sources: nothing to do
+        if new_id in own and new_id not in ids:
+            plan.refused += 1  # the merged text is another, unmerged fact of this subject
             continue
         used.update(ids)
+        # When the merged text is one of the sources, that fact survives (same id) and absorbs the others.
         plan.facts.append(
             Fact(
                 id=new_id,
@@ -66,9 +67,10 @@ async def compact_subject(
                 metadata={"prompt_version": compact.VERSION, "merged_from": ids},
             )
         )
+        superseded = [s for s in sources if s.id != new_id]
         plan.facts += [
             s.model_copy(update={"status": "superseded", "superseded_by": new_id, "valid_to": now, "updated_at": now})
-            for s in sources
+            for s in superseded
         ]
-        plan.merged_sources += len(sources)
+        plan.merged_sources += len(superseded)
     return plan

@@ -70,6 +70,7 @@ async def consolidate_episodes(
     aliases: Mapping[str, str],
     relations: RelationsOptions | None,
     now: datetime,
+    known_subjects: Sequence[str] = (),
 ) -> ConsolidationPlan:
     """One model call for a batch of episodes; the plan is applied by the caller."""
     rel = relations if relations is not None and relations.enabled else None
@@ -81,16 +82,20 @@ async def consolidate_episodes(
         relations=rel,
         now=now,
     )
-    output = await model.generate("consolidate", inputs, consolidate.Output)
+    shape: type[consolidate.FactsOutput] = consolidate.Output if rel is not None else consolidate.FactsOutput
+    output = await model.generate("consolidate", inputs, shape)
     plan = ConsolidationPlan()
     known = {f.id: f for f in existing}
     sources = _Sources(episodes, observations)
     for op in output.operations:
         _apply(op, plan=plan, ctx=ctx, known=known, aliases=aliases, now=now, sources=sources)
-    if rel is not None:
-        subjects = {"user"} | {f.subject for f in existing} | {f.subject for f in plan.facts.values()}
+    if rel is not None and isinstance(output, consolidate.Output):
+        subjects = {"user", *known_subjects} | {f.subject for f in existing} | {f.subject for f in plan.facts.values()}
         subjects |= {s for e in episodes for s in e.subjects}
-        plan.edges = _edges(output.edges, plan=plan, ctx=ctx, aliases=aliases, rel=rel, known=subjects, now=now)
+        turns = tuple(dict.fromkeys(t for e in episodes for t in e.provenance))
+        plan.edges = _edges(
+            output.edges, plan=plan, ctx=ctx, aliases=aliases, rel=rel, known=subjects, now=now, turns=turns
+        )
     return plan
 
 
@@ -227,6 +232,7 @@ def _edges(
     rel: RelationsOptions,
     known: set[str],
     now: datetime,
+    turns: tuple[str, ...],
 ) -> list[Edge]:
     out: dict[str, Edge] = {}
     for edge in raw:
@@ -238,7 +244,8 @@ def _edges(
         if rel.vocabulary is not None and relation not in rel.vocabulary:
             plan.count("edges_out_of_vocabulary")
             continue
-        if not rel.create_implicit_entities and not {source, target} <= known:
+        minted = sorted({source, target} - known)
+        if minted and not rel.create_implicit_entities:
             plan.count("edges_unknown_endpoint")
             continue
         eid = stable_id("edge", ctx.namespace, ctx.user_id, source, relation, target)
@@ -252,6 +259,8 @@ def _edges(
             confidence=edge.confidence,
             created_at=now,
             updated_at=now,
-            metadata={"prompt_version": consolidate.VERSION},
+            provenance=turns,
+            # Minted endpoints have no facts of their own; the janitor must not take them for dangling.
+            metadata={"prompt_version": consolidate.VERSION, **({"implicit": minted} if minted else {})},
         )
     return list(out.values())

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from memory import UsageLedger
+from memory import ModelError, UsageLedger
 from prompts import compact, consolidate, digest, encode_episode, observe
 
 from . import rules
@@ -66,5 +66,7 @@ class RulesStages:
         self.ledger = ledger if ledger is not None else UsageLedger()
 
     async def generate(self, stage: str, inputs: BaseModel, output: type[T]) -> T:
+        if stage not in rules.RULES:
+            raise ModelError(f"the rules model has no {stage!r} stage", stage=stage)
         result = rules.RULES[stage](inputs)  # not a model call: the usage ledger stays untouched
         return output.model_validate(result.model_dump())

@@ -32,7 +32,10 @@ async def observe_turn(
 ) -> ObservedTurn:
     """One model call; observations with a subject that cannot be canonicalised are dropped and counted."""
     inputs = observe.Input(
-        messages=list(turn.messages), user_names=list(user_names), known_subjects=list(known_subjects), now=turn.created_at
+        messages=list(turn.messages),
+        user_names=list(user_names),
+        known_subjects=list(known_subjects),
+        now=turn.created_at,
     )
     output = await model.generate("observe", inputs, observe.Output)
     entries: list[WorkingEntry] = []

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from memory import USER, Edge, Fact, InvalidSubjectError, canonical_subject, is_canonical_subject
+from prompts import compact as compact_prompt
 from prompts import consolidate as consolidate_prompt
 from prompts import digest as digest_prompt
 from prompts import encode_episode as encode_prompt
@@ -317,12 +318,16 @@ def consolidate(inputs: consolidate_prompt.Input) -> consolidate_prompt.Output:
     vocabulary = None if rel is None or rel.vocabulary is None else set(rel.vocabulary)
     ops: list[consolidate_prompt.Operation] = []
     edges: dict[tuple[str, str, str], None] = {}  # ordered set
+    # The observer already decided each observation's subject: keep it rather than guess again.
+    observed = {(o.session_id, " ".join(normalise(o.text))): o.subject for o in inputs.observations}
     for episode in inputs.episodes:
         known = set(episode.subjects) | {f.subject for f in inputs.existing}
         for sentence in split_sentences(episode.summary):
             if sentence.endswith("?") or re.match(r"^\S+(?: \S+)? asked:", sentence):
                 continue
-            subject = _fact_subject(sentence, aliases, known)
+            subject = observed.get((episode.session_id, " ".join(normalise(sentence)))) or _fact_subject(
+                sentence, aliases, known
+            )
             found = _edges(sentence, subject, aliases) if on else []
             edges.update((t, None) for t in found if vocabulary is None or t[1] in vocabulary)
             if len(content_words(sentence)) >= 2 and len(ops) < 100:
@@ -330,6 +335,24 @@ def consolidate(inputs: consolidate_prompt.Input) -> consolidate_prompt.Output:
                 _merge(ops, _operation(subject, text, inputs.existing, episode.id, _confidence(text, episode.salience)))
     out = [consolidate_prompt.EdgeOut(source=s, relation=r, target=t) for s, r, t in list(edges)[:100]]
     return consolidate_prompt.Output(operations=ops, edges=out)
+
+
+def compact(inputs: compact_prompt.Input) -> compact_prompt.Output:
+    """Merge near-duplicate facts of the one subject: the fullest wording stands for its group."""
+    groups: list[list[Fact]] = []
+    for fact in sorted(inputs.facts, key=lambda f: (f.created_at, f.id)):
+        text = strip_apposition(fact.text)
+        group = next((g for g in groups if jaccard(text, strip_apposition(g[0].text)) >= 0.6), None)
+        if group is None:
+            groups.append([fact])
+        else:
+            group.append(fact)
+    merges = [
+        compact_prompt.Merge(source_ids=[f.id for f in g], text=max(g, key=lambda f: (len(f.text), f.id)).text)
+        for g in groups
+        if len(g) >= 2
+    ]
+    return compact_prompt.Output(merges=merges[:100])
 
 
 def _about_user(text: str, name: str) -> str:
@@ -420,4 +443,5 @@ RULES: dict[str, Callable[[Any], BaseModel]] = {
     "encode_episode": encode_episode,
     "consolidate": consolidate,
     "digest": digest,
+    "compact": compact,
 }

@@ -47,10 +47,15 @@ class EdgeOut(BaseModel):
     confidence: float = Field(default=0.8, ge=0.0, le=1.0, description="Confidence.")
 
 
-class Output(BaseModel):
-    """The consolidator's answer."""
+class FactsOutput(BaseModel):
+    """The consolidator's answer: fact operations only."""
 
     operations: list[Operation] = Field(default_factory=list, max_length=100)
+
+
+class Output(FactsOutput):
+    """The consolidator's answer when relations are on."""
+
     edges: list[EdgeOut] = Field(default_factory=list, max_length=100)
 
 
@@ -109,6 +114,9 @@ def render(
         {"role": "system", "content": system},
         {
             "role": "user",
-            "content": f"Now: {now.isoformat()}\n\nExisting facts:\n{facts}\n\nNew episodes (with their observations):\n{eps}",
+            "content": (
+                f"Now: {now.isoformat()}\n\nExisting facts:\n{facts}\n\n"
+                f"New episodes (with their observations):\n{eps}"
+            ),
         },
     ]

@@ -34,7 +34,9 @@ their facts into the user. Organisations appear through the user's link to them.
 """
 
 
-def render(*, facts: list[Fact], edges: list[Edge], user_names: list[str], previous: str | None) -> list[dict[str, str]]:
+def render(
+    *, facts: list[Fact], edges: list[Edge], user_names: list[str], previous: str | None
+) -> list[dict[str, str]]:
     """Messages for the model."""
     system = TEXT.format(user_names=", ".join(user_names) or "unknown")
     lines = "\n".join(f"- [{f.subject}] {f.text}" for f in facts) or "- (none)"

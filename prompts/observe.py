@@ -58,7 +58,9 @@ Use the speaker's name when it is given. The turn happened at {now}.
 """
 
 
-def render(*, messages: list[Message], user_names: list[str], known_subjects: list[str], now: datetime) -> list[dict[str, str]]:
+def render(
+    *, messages: list[Message], user_names: list[str], known_subjects: list[str], now: datetime
+) -> list[dict[str, str]]:
     """Messages for the model."""
     system = TEXT.format(
         user_names=", ".join(user_names) or "unknown",

@@ -284,11 +284,6 @@ async def test_capture_in_two_sessions_numbers_turns_per_session(build: Builder,
     assert len({r.turn.id for r in (a, b, c)}) == 3
 
 
-@pytest.mark.xfail(
-    reason="BUG: end_session re-encodes an already consolidated session, resets its episode to pending, "
-    "and the next consolidate reinforces the same facts again from the same evidence",
-    strict=True,
-)
 @pytest.mark.parametrize("kind", ["rules", "fake"], ids=["rules", "fake"])
 async def test_end_session_after_consolidation_does_not_requeue_the_episode(
     build: Builder, ctx: MemoryContext, kind: str

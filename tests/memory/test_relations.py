@@ -199,11 +199,6 @@ async def test_on_consolidate_system_prompt_asks_for_edges(make: MakeSystem, ctx
     assert "Use only these relation types: married to, works at." in instructions
 
 
-@pytest.mark.xfail(
-    reason="BUG: with relations off the consolidate request still carries the Output JSON schema with its "
-    "`edges` field and EdgeOut ('A typed relation between two subjects'), i.e. extra relation prompting",
-    strict=True,
-)
 async def test_off_consolidate_request_mentions_no_edges(make: MakeSystem, ctx: MemoryContext) -> None:
     mem, fake = make(semantic=True)
     await session(mem, fake, ctx, facts=FAMILY_FACTS, subjects=sorted(FAMILY))
@@ -315,11 +310,6 @@ async def test_on_unknown_endpoint_dropped_or_minted(
     assert {e.target for e in await mem.connections(ctx, "globex")} == ({"globex"} if implicit else set())
 
 
-@pytest.mark.xfail(
-    reason="BUG: the consolidator's known endpoints are the episode subjects and the candidate facts of those "
-    "subjects only, so a subject with stored active facts that this episode does not list is dropped as unknown",
-    strict=True,
-)
 async def test_on_endpoint_known_from_existing_facts(make: MakeSystem, ctx: MemoryContext) -> None:
     """A subject with a stored fact is a known endpoint in a later session that does not mention it."""
     mem, fake = make(True)
@@ -397,10 +387,6 @@ async def test_on_repeated_edge_reinforces_one_row(make: MakeSystem, ctx: Memory
     assert mem.store.count("edges") == 1
 
 
-@pytest.mark.xfail(
-    reason="BUG: edges written by consolidation carry no provenance (facts of the same call get the turn ids)",
-    strict=True,
-)
 async def test_on_consolidated_edge_has_provenance(make: MakeSystem, ctx: MemoryContext) -> None:
     mem, fake = make(True)
     await family(mem, fake, ctx)
@@ -701,11 +687,6 @@ async def test_janitor_run_removes_dangling_edges(fam: MemorySystem, ctx: Memory
     assert triples(fam.edges_sync(ctx)) == {MARRIED, BROTHER}
 
 
-@pytest.mark.xfail(
-    reason="BUG: remove_dangling_edges_sync treats an implicit entity (minted by create_implicit_entities, "
-    "never had a fact) as culled and deletes its edges on the next janitor run",
-    strict=True,
-)
 async def test_janitor_keeps_edges_to_implicit_entities(make: MakeSystem, ctx: MemoryContext) -> None:
     mem, fake = make({"create_implicit_entities": True})
     await session(mem, fake, ctx, edges=[link("user", "works at", "globex")], subjects=["user"])

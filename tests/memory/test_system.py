@@ -345,10 +345,6 @@ async def test_capture_from_items_rejects_invalid_messages(build: Builder, ctx: 
         await mem.capture_from_items(ctx, items)
 
 
-@pytest.mark.xfail(
-    reason="BUG: capture_from_items validates turn by turn, so an invalid later item leaves earlier turns captured",
-    strict=True,
-)
 async def test_capture_from_items_validates_the_whole_batch_first(build: Builder, ctx: MemoryContext) -> None:
     mem = build("rules")
 
@@ -418,20 +414,21 @@ async def test_rules_model_makes_no_model_call(build: Builder, ctx: MemoryContex
 
 
 @pytest.mark.parametrize(
-    ("stage", "schema"),
+    ("stage", "schema", "relations"),
     [
-        ("observe", observe.Output),
-        ("encode_episode", encode_episode.Output),
-        ("consolidate", consolidate.Output),
-        ("digest", digest.Output),
+        ("observe", observe.Output, False),
+        ("encode_episode", encode_episode.Output, False),
+        ("consolidate", consolidate.FactsOutput, False),
+        ("consolidate", consolidate.Output, True),
+        ("digest", digest.Output, False),
     ],
-    ids=["observe", "encode_episode", "consolidate", "digest"],
+    ids=["observe", "encode_episode", "consolidate-facts-only", "consolidate-with-edges", "digest"],
 )
 async def test_fake_models_get_the_schema_in_the_prompt(
-    build: Builder, ctx: MemoryContext, stage: str, schema: type[Any]
+    build: Builder, ctx: MemoryContext, stage: str, schema: type[Any], relations: bool
 ) -> None:
     fake = stage_model()
-    mem = build(fake.model)
+    mem = build(fake.model, semantic={"relations": relations})
     await _one_session(mem, ctx, "I bake rye bread every Sunday.")
     await mem.digest(ctx)
 
@@ -439,6 +436,7 @@ async def test_fake_models_get_the_schema_in_the_prompt(
 
     assert json.dumps(schema.model_json_schema(), separators=(",", ":")) in call.prompt
     assert "Reply with a single JSON object" in call.messages[-1]["content"]
+    assert ('"edges"' in call.prompt) is (stage == "consolidate" and relations)
 
 
 async def test_llm_passes_timeout_num_retries_and_json_mode(

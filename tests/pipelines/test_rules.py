@@ -419,4 +419,4 @@ def test_outputs_validate_and_are_deterministic(stage: str, inputs: BaseModel, o
 
 
 def test_rules_cover_every_stage() -> None:
-    assert set(rules.RULES) == {"observe", "encode_episode", "consolidate", "digest"}
+    assert set(rules.RULES) == {"observe", "encode_episode", "consolidate", "digest", "compact"}

@@ -236,6 +236,12 @@ def test_consolidate_output_schema(sample: dict[str, Any], valid: bool) -> None:
     _check(consolidate.Output, sample, valid)
 
 
+def test_consolidate_schema_offers_edges_only_with_relations() -> None:
+    """With relations off the model is asked for the facts-only shape: no word of edges reaches it."""
+    assert "edges" not in consolidate.FactsOutput.model_json_schema()["properties"]
+    assert "edges" in consolidate.Output.model_json_schema()["properties"]
+
+
 # -- digest -------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,123 @@
+"""An in-process cache of each user's vectors, kept in step with the store by write-through.
+
+A user's rows are scattered through a table shared by many users, so a filtered vector search
+reads every one of them from disk on every query. Holding the user's vectors as one float32
+matrix turns that into one matrix product; the winners' records are then fetched by id. Each
+block remembers the table version it matches: this process's own writes update it in place,
+anything else (another process wrote) makes it stale and the next search reloads it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["VectorBlock", "VectorCache"]
+
+COLUMNS = ("id", "session_id", "subject", "status")
+
+
+@dataclass(kw_only=True)
+class VectorBlock:
+    """One user's rows of one table: ids, filterable columns and unit vectors."""
+
+    version: int
+    columns: dict[str, np.ndarray]
+    matrix: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.matrix.nbytes + sum(len(c) * 64 for c in self.columns.values()))
+
+    def mask(self, eq: Mapping[str, str], isin: Mapping[str, Sequence[str]], ne: Mapping[str, str]) -> np.ndarray:
+        """Rows passing equality, membership and inequality tests (a NULL is never equal)."""
+        keep = np.ones(len(self.matrix), dtype=bool)
+        for column, value in eq.items():
+            keep &= self.columns[column] == value
+        for column, values in isin.items():
+            keep &= np.isin(self.columns[column], np.asarray(list(values), dtype=object))
+        for column, value in ne.items():
+            keep &= self.columns[column] != value
+        return keep
+
+    def upsert(self, columns: Mapping[str, Sequence[str | None]], matrix: np.ndarray) -> VectorBlock:
+        """A new block with these rows replaced or appended, by id."""
+        incoming = {str(i): n for n, i in enumerate(columns["id"])}
+        keep = np.array([i not in incoming for i in self.columns["id"]], dtype=bool)
+        merged = {
+            name: np.concatenate([self.columns[name][keep], np.asarray(list(columns[name]), dtype=object)])
+            for name in COLUMNS
+        }
+        return VectorBlock(version=self.version, columns=merged, matrix=np.vstack([self.matrix[keep], matrix]))
+
+
+class VectorCache:
+    """Blocks keyed by (table, namespace, user), least recently used dropped beyond ``max_bytes``."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._blocks: OrderedDict[tuple[str, str, str], VectorBlock] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str], version: int) -> VectorBlock | None:
+        with self._lock:
+            block = self._blocks.get(key)
+            if block is None or block.version != version:
+                return None
+            self._blocks.move_to_end(key)
+            return block
+
+    def put(self, key: tuple[str, str, str], block: VectorBlock) -> None:
+        if block.nbytes > self.max_bytes:
+            return
+        with self._lock:
+            self._blocks[key] = block
+            self._blocks.move_to_end(key)
+            total = sum(b.nbytes for b in self._blocks.values())
+            while total > self.max_bytes and self._blocks:
+                _, dropped = self._blocks.popitem(last=False)
+                total -= dropped.nbytes
+
+    def wrote(
+        self,
+        table: str,
+        *,
+        before: int,
+        after: int,
+        rows: Mapping[tuple[str, str], tuple[Mapping[str, Sequence[str | None]], np.ndarray]] | None,
+    ) -> None:
+        """After this process wrote ``rows`` (per user) moving ``table`` from ``before`` to ``after``.
+
+        Blocks that were current stay current (with the rows applied); a jump of more than the
+        write's own commits means someone else wrote too, and those blocks go stale.
+        """
+        with self._lock:
+            for key in [k for k in self._blocks if k[0] == table]:
+                block = self._blocks[key]
+                if block.version != before:
+                    del self._blocks[key]
+                    continue
+                change = (rows or {}).get((key[1], key[2]))
+                updated = block.upsert(*change) if change is not None else block
+                updated.version = after
+                self._blocks[key] = updated
+
+    def drop(self, table: str) -> None:
+        with self._lock:
+            for key in [k for k in self._blocks if k[0] == table]:
+                del self._blocks[key]
+
+
+def top_k(block: VectorBlock, vector: np.ndarray, keep: np.ndarray, limit: int) -> list[tuple[str, float, np.ndarray]]:
+    """The ``limit`` rows most similar to ``vector`` among ``keep``: (id, cosine, vector)."""
+    rows = np.flatnonzero(keep)
+    if rows.size == 0:
+        return []
+    scores = block.matrix[rows] @ vector.astype(np.float32)
+    best = np.argpartition(-scores, limit - 1)[:limit] if rows.size > limit else np.arange(rows.size)
+    best = best[np.argsort(-scores[best], kind="stable")]
+    return [(str(block.columns["id"][rows[b]]), float(scores[b]), block.matrix[rows[b]]) for b in best]
