@@ -62,6 +62,9 @@ _BROWSE = ("working", "episodes", "facts", "digests")  # without a cue the raw l
 _SEARCHES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tiermem-search")
 _GRAPH_EDGES = 10  # edges per named entity admitted by graph expansion
 _GRAPH_FACTS = 8  # neighbour facts admitted by graph expansion
+# Relevance given to what only the graph links to the cue: enough to be recalled, below direct matches.
+_GRAPH_EDGE_FLOOR = 0.4
+_GRAPH_FACT_FLOOR = 0.35
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -272,7 +275,7 @@ class MemoryCapability(RelationsMixin):
                 found.setdefault(
                     ("edges", edge.id),
                     Candidate(
-                        item=self.item(edge, now), similarity=float(vector @ query_vector), lexical=0.0, via_graph=0.6
+                        item=self.item(edge, now), similarity=float(vector @ query_vector), lexical=0.0, via_graph=_GRAPH_EDGE_FLOOR
                     ),
                 )
         neighbours = sorted({n for entity in entities for n in graph.neighbour_nodes(entity)} - set(entities))
@@ -286,7 +289,7 @@ class MemoryCapability(RelationsMixin):
                 item=old.item if old else self.item(hit.record, now),
                 similarity=float(hit.vector @ query_vector),
                 lexical=old.lexical if old else 0.0,
-                via_graph=0.45,
+                via_graph=_GRAPH_FACT_FLOOR,
             )
 
     def item(self, record: Any, now: Any, session_seq: int = 0) -> MemoryItem:

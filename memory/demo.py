@@ -39,7 +39,7 @@ SESSIONS: list[tuple[str, list[tuple[str, str]]]] = [
     (
         "2026-03-16",
         [
-            ("I work at Globex now, as a senior data engineer.", "Congratulations on the new job!"),
+            ("I work at Globex now.", "Congratulations on the new job!"),
             ("Moni is training for the Lisbon half marathon.", "Wish her luck from me."),
         ],
     ),
@@ -61,7 +61,9 @@ async def run_demo(
     """Run the whole pipeline and print what happens at each step."""
     folder = store or tempfile.mkdtemp(prefix="tiermem-demo-")
     clock = FrozenClock(datetime(2026, 3, 2, 18, 0, tzinfo=UTC))
-    mem = system(model=model, store=folder, clock=clock, semantic={"relations": True})
+    mem = system(
+        model=model, store=folder, clock=clock, semantic={"relations": {"create_implicit_entities": True}}
+    )
     base = MemoryContext(namespace="demo", user_id="sam")
     await mem.add_alias(base, "Sam")
     out(f"tiermem demo  (store: {folder}, model: {mem.stages.name}, embedder: {mem.embedder.id})\n")
@@ -102,7 +104,7 @@ async def run_demo(
     out("\n== relate: Sam -> Tom")
     out("  " + (" , ".join(e.text for e in path) if path else "(no path)"))
     ctx = base.model_copy(update={"session_id": "session-4"})
-    out("\n== context block for 'Any ideas for a seafood dinner?'")
-    out(textwrap.indent(await mem.format_context("Any ideas for a seafood dinner?", ctx, max_tokens=400), "  "))
+    out("\n== context block for 'What should we cook for Moni this weekend?'")
+    out(textwrap.indent(await mem.format_context("What should we cook for Moni this weekend?", ctx, max_tokens=400), "  "))
     out(f"\n== model usage: {mem.usage() or 'no model calls (rules model)'}")
     return mem

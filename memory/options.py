@@ -103,7 +103,7 @@ class RecallOptions(_Options):
     )
     subject_boost: float = Field(default=0.15, ge=0, le=1, description="Boost for a subject the cue names.")
     coverage_weight: float = Field(
-        default=0.5, ge=0, le=1, description="How much the cue words a memory misses discount its lexical match."
+        default=0.0, ge=0, le=1, description="How much the cue words a memory misses discount its lexical match."
     )
     session_weight: float = Field(
         default=0.2, ge=0, le=1, description="Share of a matching episode's relevance its turns inherit."

@@ -254,7 +254,7 @@ def _same_attribute(new: str, old: str) -> bool:
     while prefix < min(len(a), len(b)) and a[prefix] == b[prefix]:
         prefix += 1
     single = any(t.split("'")[0] in _SINGLE_VALUED for t in a[:prefix])
-    return prefix >= 3 and single and len(a) - prefix <= 4 and len(b) - prefix <= 4 and a != b
+    return prefix >= 3 and single and len(a) - prefix <= 8 and len(b) - prefix <= 8 and a != b
 
 
 def _operation(
