@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _synthetic import fact_batches, queries
 
 import memory
+from memory.recall import BACKGROUND
 from memory.store import Store, Where
 
 NAMESPACE = "bench"
@@ -352,7 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     embedder, embedder_note = pick_embedder()
     print(f"embedder: {embedder_note}", flush=True)
     qs = queries(n_queries + args.warmup, seed=args.seed + 1)
-    wrapper = PrecomputedEmbedder(embedder, qs)  # query vectors computed here, before any timing
+    # Query vectors computed here, before any timing; so are the recall gate's background sentences,
+    # which a capability embeds once on its first recall.
+    wrapper = PrecomputedEmbedder(embedder, [*qs, *BACKGROUND])
 
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="tiermem-recall-"))
     root.mkdir(parents=True, exist_ok=True)

@@ -275,7 +275,10 @@ class MemoryCapability(RelationsMixin):
                 found.setdefault(
                     ("edges", edge.id),
                     Candidate(
-                        item=self.item(edge, now), similarity=float(vector @ query_vector), lexical=0.0, via_graph=_GRAPH_EDGE_FLOOR
+                        item=self.item(edge, now),
+                        similarity=float(vector @ query_vector),
+                        lexical=0.0,
+                        via_graph=_GRAPH_EDGE_FLOOR,
                     ),
                 )
         neighbours = sorted({n for entity in entities for n in graph.neighbour_nodes(entity)} - set(entities))

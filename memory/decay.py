@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 from .records import Edge, Fact
 
-__all__ = ["DEFAULT_HALF_LIFE", "effective_confidence", "recency", "turn_decay"]
+__all__ = ["DEFAULT_HALF_LIFE", "effective_confidence", "recency", "reinforce", "turn_decay"]
+
+M = TypeVar("M", Fact, Edge)
 
 DEFAULT_HALF_LIFE = timedelta(days=180)
 
@@ -27,3 +31,16 @@ def recency(when: datetime, now: datetime, *, half_life: timedelta) -> float:
 def turn_decay(salience: float, turns_ago: int, *, half_life_turns: float) -> float:
     """Working-memory salience after ``turns_ago`` further turns."""
     return float(salience * 0.5 ** (max(turns_ago, 0) / half_life_turns))
+
+
+def reinforce(memory: M, *, confidence: float, now: datetime, provenance: Iterable[str] = ()) -> M:
+    """The same fact or edge seen again: confidence never drops, decay restarts, provenance grows."""
+    update: dict[str, Any] = {
+        "confidence": max(memory.confidence, confidence),
+        "updated_at": now,
+        "reinforcements": memory.reinforcements + 1,
+        "provenance": tuple(dict.fromkeys((*memory.provenance, *provenance))),
+    }
+    if isinstance(memory, Fact):
+        update["reinforced_at"] = now
+    return memory.model_copy(update=update)

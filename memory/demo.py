@@ -61,9 +61,7 @@ async def run_demo(
     """Run the whole pipeline and print what happens at each step."""
     folder = store or tempfile.mkdtemp(prefix="tiermem-demo-")
     clock = FrozenClock(datetime(2026, 3, 2, 18, 0, tzinfo=UTC))
-    mem = system(
-        model=model, store=folder, clock=clock, semantic={"relations": {"create_implicit_entities": True}}
-    )
+    mem = system(model=model, store=folder, clock=clock, semantic={"relations": {"create_implicit_entities": True}})
     base = MemoryContext(namespace="demo", user_id="sam")
     await mem.add_alias(base, "Sam")
     out(f"tiermem demo  (store: {folder}, model: {mem.stages.name}, embedder: {mem.embedder.id})\n")
@@ -104,7 +102,8 @@ async def run_demo(
     out("\n== relate: Sam -> Tom")
     out("  " + (" , ".join(e.text for e in path) if path else "(no path)"))
     ctx = base.model_copy(update={"session_id": "session-4"})
-    out("\n== context block for 'What should we cook for Moni this weekend?'")
-    out(textwrap.indent(await mem.format_context("What should we cook for Moni this weekend?", ctx, max_tokens=400), "  "))
+    cue = "What should we cook for Moni this weekend?"
+    out(f"\n== context block for {cue!r}")
+    out(textwrap.indent(await mem.format_context(cue, ctx, max_tokens=400), "  "))
     out(f"\n== model usage: {mem.usage() or 'no model calls (rules model)'}")
     return mem

@@ -19,6 +19,7 @@ import numpy as np
 from .decay import effective_confidence, recency, turn_decay
 from .options import RecallOptions, SemanticOptions, WorkingOptions
 from .records import Digest, Edge, Episode, Fact, MemoryItem, RankedMemoryItem, Turn, WorkingEntry
+from .relevance import BACKGROUND, terms
 from .subjects import USER
 
 __all__ = [
@@ -52,7 +53,7 @@ def _iso(value: datetime | None) -> str | None:
 def edge_to_memory_item(edge: Edge, now: datetime, *, half_life: SemanticOptions | None = None) -> MemoryItem:
     """An edge of the relations graph as a memory item of tier "relation"."""
     opts = half_life or SemanticOptions()
-    return MemoryItem(
+    return MemoryItem.model_construct(
         id=edge.id,
         tier="relation",
         subject=edge.source,
@@ -66,7 +67,7 @@ def edge_to_memory_item(edge: Edge, now: datetime, *, half_life: SemanticOptions
 
 
 def to_memory_item(
-    record: WorkingEntry | Episode | Fact | Digest | Edge | Turn,
+    record: WorkingEntry | Episode | Fact | Digest | Edge | Turn,  # validated when read: no second validation
     now: datetime,
     *,
     semantic: SemanticOptions | None = None,
@@ -77,7 +78,7 @@ def to_memory_item(
     if isinstance(record, Edge):
         return edge_to_memory_item(record, now, half_life=semantic)
     if isinstance(record, Turn):
-        return MemoryItem(
+        return MemoryItem.model_construct(
             id=record.id,
             tier="episodic",
             subject=record.subject,
@@ -90,7 +91,7 @@ def to_memory_item(
         )
     if isinstance(record, WorkingEntry):
         half = (working or WorkingOptions()).salience_half_life
-        return MemoryItem(
+        return MemoryItem.model_construct(
             id=record.id,
             tier="working",
             subject=record.subject,
@@ -102,7 +103,7 @@ def to_memory_item(
             metadata={"kind": record.kind, "session_id": record.session_id, **record.metadata},
         )
     if isinstance(record, Episode):
-        return MemoryItem(
+        return MemoryItem.model_construct(
             id=record.id,
             tier="episodic",
             subject=USER if USER in record.subjects or not record.subjects else record.subjects[0],
@@ -121,7 +122,7 @@ def to_memory_item(
         )
     if isinstance(record, Fact):
         opts = semantic or SemanticOptions()
-        return MemoryItem(
+        return MemoryItem.model_construct(
             id=record.id,
             tier="semantic",
             subject=record.subject,
@@ -139,7 +140,7 @@ def to_memory_item(
                 **record.metadata,
             },
         )
-    return MemoryItem(
+    return MemoryItem.model_construct(
         id=record.id,
         tier="digest",
         subject=record.subject,
@@ -174,202 +175,6 @@ def _minmax(values: np.ndarray) -> np.ndarray:
     if high - low < 1e-9:
         return np.where(values > 0, 1.0, 0.0)
     return (values - low) / (high - low)
-
-
-_STOP = frozenset(
-    [
-        "a",
-        "about",
-        "above",
-        "after",
-        "again",
-        "all",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "as",
-        "at",
-        "be",
-        "been",
-        "before",
-        "being",
-        "below",
-        "between",
-        "both",
-        "but",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "doing",
-        "down",
-        "during",
-        "each",
-        "few",
-        "for",
-        "from",
-        "further",
-        "had",
-        "has",
-        "have",
-        "having",
-        "he",
-        "her",
-        "here",
-        "hers",
-        "herself",
-        "him",
-        "himself",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "itself",
-        "just",
-        "me",
-        "more",
-        "most",
-        "my",
-        "myself",
-        "no",
-        "nor",
-        "not",
-        "now",
-        "of",
-        "off",
-        "on",
-        "once",
-        "only",
-        "or",
-        "other",
-        "our",
-        "ours",
-        "out",
-        "over",
-        "own",
-        "same",
-        "she",
-        "should",
-        "so",
-        "some",
-        "such",
-        "than",
-        "that",
-        "the",
-        "their",
-        "theirs",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "through",
-        "to",
-        "too",
-        "under",
-        "until",
-        "up",
-        "very",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "while",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "yours",
-        "yourself",
-        "ever",
-        "also",
-        "like",
-        "really",
-        "much",
-        "many",
-        "get",
-        "got",
-    ]
-)
-_SUFFIXES = ("ing", "ed", "es", "s", "ly")
-
-# Everyday sentences about nothing in particular. A cue's best similarity to them says how similar
-# "unrelated" looks for this cue and this embedder (static embeddings put unrelated sentences at
-# cosine 0.6-0.8), so a memory must beat that to count as related on its vector alone.
-BACKGROUND = (
-    "The meeting was moved to Thursday afternoon.",
-    "I need to buy groceries after work.",
-    "The weather has been rainy all week.",
-    "She finished reading the novel last night.",
-    "We watched a movie at the cinema.",
-    "The train was delayed by twenty minutes.",
-    "He is learning to play the guitar.",
-    "The kids went to the park after school.",
-    "I cooked pasta for dinner yesterday.",
-    "The office is closed on public holidays.",
-    "They adopted a cat from the shelter.",
-    "My phone battery died during the trip.",
-    "The project deadline is next Friday.",
-    "We planned a birthday party for Anna.",
-    "The museum has a new exhibition on modern art.",
-    "I go jogging every morning before breakfast.",
-    "The restaurant was fully booked on Saturday.",
-    "He fixed the leaking kitchen tap.",
-    "The concert tickets sold out quickly.",
-    "She volunteers at the animal shelter on weekends.",
-    "The flight to Madrid leaves at noon.",
-    "I started a new job at a bank last month.",
-    "Our neighbours are renovating their house.",
-    "The doctor recommended more exercise and sleep.",
-    "He bought a second-hand bicycle online.",
-    "The library extended its opening hours.",
-    "We spent the holiday at the seaside.",
-    "The printer in the office is broken again.",
-    "She is studying for her final exams.",
-    "I painted the bedroom walls light blue.",
-    "The football match ended in a draw.",
-    "They moved to a smaller apartment in the city.",
-    "My sister is getting married in June.",
-    "The garden needs watering every evening.",
-    "He takes the bus to work every day.",
-    "The bakery on the corner sells great bread.",
-    "We are saving money for a new car.",
-    "The children built a snowman in the yard.",
-    "I forgot my umbrella at the cafe.",
-    "She called her grandmother on Sunday.",
-)
-
-
-def terms(text: str) -> frozenset[str]:
-    """Informative words, lightly stemmed ("hiking" meets "hike"): for how much of a cue a memory covers."""
-    out = set()
-    for word in _NAME.findall(text.lower().replace("'s", "")):
-        if word in _STOP or len(word) < 2:
-            continue
-        for suffix in _SUFFIXES:
-            if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-                word = word[: -len(suffix)]
-                break
-        out.add(word.rstrip("e") if len(word) > 3 else word)
-    return frozenset(out)
 
 
 def rank(
@@ -428,7 +233,7 @@ def rank(
     plausible |= graph_floor > 0
     relevance = np.maximum(relevance, graph_floor)
     named_set = set(named)
-    ranked: list[RankedMemoryItem] = []
+    scored: list[tuple[float, str, int]] = []
     for i, cand in enumerate(candidates):
         if not plausible[i]:
             continue
@@ -436,12 +241,14 @@ def rank(
         fresh = recency(item.updated_at, now, half_life=options.recency_half_life)
         prior = (options.tier_weights.get(item.tier, 0.5) + item.confidence + fresh) / 3.0
         boost = options.subject_boost if item.subject in named_set else 0.0
-        score = float(relevance[i]) * (1.0 - options.prior_weight + options.prior_weight * prior) + boost * float(
-            relevance[i]
-        )
-        ranked.append(RankedMemoryItem(**item.model_dump(), score=score, relevance=float(relevance[i])))
-    ranked.sort(key=lambda r: (-r.score, r.id))
-    return ranked[:limit]
+        score = float(relevance[i]) * (1.0 - options.prior_weight + options.prior_weight * prior + boost)
+        scored.append((score, item.id, i))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    # The items were validated when read: only the winners become ranked items, without re-validation.
+    return [
+        RankedMemoryItem.model_construct(**dict(candidates[i].item), score=score, relevance=float(relevance[i]))
+        for score, _, i in scored[:limit]
+    ]
 
 
 def rank_without_cue(

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .decay import reinforce
 from .errors import InvalidArgumentError
 from .graph import GraphCache, RelationGraph
 from .options import RelationsOptions
@@ -70,14 +71,7 @@ class RelationsMixin(TierWriter):
         for edge in edges:
             old = current.get(edge.id)
             if old is not None:
-                edge = old.model_copy(
-                    update={
-                        "confidence": max(old.confidence, edge.confidence),
-                        "reinforcements": old.reinforcements + 1,
-                        "updated_at": now,
-                        "provenance": tuple(dict.fromkeys((*old.provenance, *edge.provenance))),
-                    }
-                )
+                edge = reinforce(old, confidence=edge.confidence, now=now, provenance=edge.provenance)
             current[edge.id] = edge
             written.append(edge)
         self.store.upsert("edges", written, self.embed([e.text for e in written]))

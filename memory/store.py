@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from .errors import InvalidArgumentError, StoreError, StoreMismatchError
 from .filters import MAX_FILTER_VALUE, Where, checked_column, sql_literal
 from .records import Alias, Digest, Edge, Episode, Fact, Turn, WorkingEntry
-from .vectors import COLUMNS, VectorBlock, VectorCache, top_k
+from .vectors import COLUMNS, VectorBlock, VectorCache, column_array, top_k
 
 __all__ = ["MAX_FILTER_VALUE", "SCHEMA_VERSION", "Hit", "Store", "TableName", "Where", "sql_literal"]
 
@@ -99,7 +99,11 @@ def _row(record: BaseModel, vector: np.ndarray | None) -> dict[str, Any]:
 
 
 class Store:
-    """Typed records in and out of one LanceDB database."""
+    """Typed records in and out of one LanceDB database.
+
+    This process sees its own writes at once and other processes' commits within
+    ``read_consistency`` (default 0: every read checks for a newer version).
+    """
 
     def __init__(
         self,
@@ -329,13 +333,11 @@ class Store:
             block = self._vectors.get(key, version) or self._load_block(name, namespace, user, version)
         rest = {k: v for k, v in where.eq.items() if k not in ("namespace", "user_id")}
         keep = block.mask(rest, where.isin or {}, where.ne or {})
-        best = top_k(block, vector, keep, limit)
-        if not best:
-            return []
-        records = {
-            r.id: r for r in self.get(name, Where(eq={"namespace": namespace, "user_id": user}), [b[0] for b in best])
-        }
-        return [Hit(record=records[i], score=score, vector=vec) for i, score, vec in best if i in records]
+        model = _SPECS[name].model
+        return [
+            Hit(record=model.model_validate_json(record), score=score, vector=vec)
+            for record, score, vec in top_k(block, vector, keep, limit)
+        ]
 
     def _load_block(self, name: str, namespace: str, user: str, version: int) -> VectorBlock:
         where = Where(eq={"namespace": namespace, "user_id": user})
@@ -344,7 +346,7 @@ class Store:
         matrix = np.stack(vectors).astype(np.float32) if len(vectors) else np.zeros((0, self.dimensions), np.float32)
         block = VectorBlock(
             version=version,
-            columns={c: np.asarray(rows.column(c).to_pylist(), dtype=object) for c in COLUMNS},
+            columns={c: column_array(c, rows.column(c).to_pylist()) for c in COLUMNS},
             matrix=matrix,
         )
         self._vectors.put((name, namespace, user), block)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines import (
@@ -29,7 +28,8 @@ from pipelines import (
 from .capability import MemoryCapability, capability_options
 from .errors import ConfigurationError, InvalidArgumentError, InvalidSubjectError, ModelError
 from .identity import stable_id
-from .records import Digest, Episode, Fact, MemoryContext, Message, Turn, WorkingEntry
+from .records import Episode, Fact, MemoryContext, Message, Turn, WorkingEntry
+from .results import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult
 from .store import Where
 
 __all__ = [
@@ -48,56 +48,6 @@ _PROVIDER_DEFAULTS = {
     "ANTHROPIC_API_KEY": "anthropic/claude-3-5-haiku-latest",
     "GEMINI_API_KEY": "gemini/gemini-2.0-flash",
 }
-
-
-@dataclass(frozen=True, kw_only=True)
-class CaptureResult:
-    """What ``capture`` did with one turn."""
-
-    turn: Turn
-    entries: list[WorkingEntry]
-    deferred: bool = False
-    error: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class SessionResult:
-    """What ``end_session`` produced."""
-
-    episode: Episode | None
-    deferred: bool = False
-    error: str | None = None
-
-
-@dataclass(kw_only=True)
-class ConsolidationResult:
-    """Counts from one ``consolidate`` run."""
-
-    episodes: int = 0
-    counts: dict[str, int] = field(default_factory=dict)
-    refusals: list[str] = field(default_factory=list)
-    deferred: bool = False
-    error: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class DigestResult:
-    """What ``digest`` wrote."""
-
-    digest: Digest | None
-    deferred: bool = False
-    error: str | None = None
-
-
-@dataclass(kw_only=True)
-class RetryReport:
-    """Counts from one ``retry_pending`` run."""
-
-    turns: int = 0
-    turns_ok: int = 0
-    episodes: int = 0
-    episodes_ok: int = 0
-    consolidations: int = 0
 
 
 def _messages(raw: Sequence[Mapping[str, Any] | Message]) -> tuple[Message, ...]:

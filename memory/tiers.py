@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
 import numpy as np
 
 from .clock import Clock
-from .decay import turn_decay
+from .decay import reinforce, turn_decay
 from .embedders import Embedder
 from .errors import InvalidArgumentError
 from .identity import fact_id, stable_id
@@ -34,10 +34,6 @@ def _text(value: str, what: str = "text") -> str:
     if len(value) > MAX_TEXT:
         raise InvalidArgumentError(f"{what} is longer than {MAX_TEXT} characters")
     return " ".join(value.split())
-
-
-def _merge(*groups: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(x for g in groups for x in g))
 
 
 class TierWriter:
@@ -288,18 +284,10 @@ class TierWriter:
         canon = self._subject(ctx, subject)
         now = self.clock.now()
         fid = fact_id(ctx.namespace, ctx.user_id, canon, body)
-        existing = self.store.get("facts", Where(eq=self.scope(ctx)), [fid])
+        existing: list[Fact] = self.store.get("facts", Where(eq=self.scope(ctx)), [fid])
+        fact: Fact
         if existing and existing[0].status == "active":
-            old: Fact = existing[0]
-            fact = old.model_copy(
-                update={
-                    "confidence": max(old.confidence, confidence),
-                    "reinforced_at": now,
-                    "updated_at": now,
-                    "reinforcements": old.reinforcements + 1,
-                    "provenance": _merge(old.provenance, provenance),
-                }
-            )
+            fact = reinforce(existing[0], confidence=confidence, now=now, provenance=provenance)
         else:
             fact = Fact(
                 id=fid,

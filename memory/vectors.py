@@ -2,7 +2,7 @@
 
 A user's rows are scattered through a table shared by many users, so a filtered vector search
 reads every one of them from disk on every query. Holding the user's vectors as one float32
-matrix turns that into one matrix product; the winners' records are then fetched by id. Each
+matrix (and their records, serialised) turns that into one matrix product and no I/O. Each
 block remembers the table version it matches: this process's own writes update it in place,
 anything else (another process wrote) makes it stale and the next search reloads it.
 """
@@ -16,9 +16,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["VectorBlock", "VectorCache"]
+__all__ = ["COLUMNS", "VectorBlock", "VectorCache", "column_array", "top_k"]
 
-COLUMNS = ("id", "session_id", "subject", "status")
+COLUMNS = ("id", "session_id", "subject", "status", "record")
+FILTERS = ("id", "session_id", "subject", "status")
+
+
+def column_array(name: str, values: Sequence[str | None]) -> np.ndarray:
+    """Filter columns as fixed-width unicode (NULL as ""), so tests on them run in numpy's C loops."""
+    if name in FILTERS:
+        return np.asarray([v or "" for v in values], dtype=str)
+    return np.asarray(list(values), dtype=object)
 
 
 @dataclass(kw_only=True)
@@ -31,7 +39,8 @@ class VectorBlock:
 
     @property
     def nbytes(self) -> int:
-        return int(self.matrix.nbytes + sum(len(c) * 64 for c in self.columns.values()))
+        """Roughly what the block holds: vectors, serialised records, and the filter columns."""
+        return int(self.matrix.nbytes + sum(len(r) for r in self.columns["record"]) + 64 * 4 * len(self.matrix))
 
     def mask(self, eq: Mapping[str, str], isin: Mapping[str, Sequence[str]], ne: Mapping[str, str]) -> np.ndarray:
         """Rows passing equality, membership and inequality tests (a NULL is never equal)."""
@@ -39,7 +48,7 @@ class VectorBlock:
         for column, value in eq.items():
             keep &= self.columns[column] == value
         for column, values in isin.items():
-            keep &= np.isin(self.columns[column], np.asarray(list(values), dtype=object))
+            keep &= np.isin(self.columns[column], np.asarray(list(values), dtype=str))
         for column, value in ne.items():
             keep &= self.columns[column] != value
         return keep
@@ -49,8 +58,7 @@ class VectorBlock:
         incoming = {str(i): n for n, i in enumerate(columns["id"])}
         keep = np.array([i not in incoming for i in self.columns["id"]], dtype=bool)
         merged = {
-            name: np.concatenate([self.columns[name][keep], np.asarray(list(columns[name]), dtype=object)])
-            for name in COLUMNS
+            name: np.concatenate([self.columns[name][keep], column_array(name, columns[name])]) for name in COLUMNS
         }
         return VectorBlock(version=self.version, columns=merged, matrix=np.vstack([self.matrix[keep], matrix]))
 
@@ -113,11 +121,14 @@ class VectorCache:
 
 
 def top_k(block: VectorBlock, vector: np.ndarray, keep: np.ndarray, limit: int) -> list[tuple[str, float, np.ndarray]]:
-    """The ``limit`` rows most similar to ``vector`` among ``keep``: (id, cosine, vector)."""
-    rows = np.flatnonzero(keep)
-    if rows.size == 0:
+    """The ``limit`` rows most similar to ``vector`` among ``keep``: (serialised record, cosine, vector)."""
+    count = int(keep.sum())
+    if count == 0:
         return []
-    scores = block.matrix[rows] @ vector.astype(np.float32)
-    best = np.argpartition(-scores, limit - 1)[:limit] if rows.size > limit else np.arange(rows.size)
+    # Score every row in place rather than copying the kept rows out (a copy is the matrix again).
+    scores = block.matrix @ vector.astype(np.float32)
+    scores[~keep] = -np.inf
+    limit = min(limit, count)
+    best = np.argpartition(-scores, limit - 1)[:limit] if len(scores) > limit else np.arange(len(scores))
     best = best[np.argsort(-scores[best], kind="stable")]
-    return [(str(block.columns["id"][rows[b]]), float(scores[b]), block.matrix[rows[b]]) for b in best]
+    return [(str(block.columns["record"][b]), float(scores[b]), block.matrix[b]) for b in best]

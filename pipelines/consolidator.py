@@ -22,6 +22,7 @@ from memory import (
     WorkingEntry,
     canonical_subject,
 )
+from memory.decay import reinforce
 from memory.identity import fact_id, stable_id
 from prompts import consolidate
 
@@ -212,15 +213,7 @@ def _same(a: str, b: str) -> bool:
 
 
 def _reinforced(fact: Fact, confidence: float, now: datetime, turns: tuple[str, ...]) -> Fact:
-    return fact.model_copy(
-        update={
-            "confidence": max(fact.confidence, confidence),
-            "reinforced_at": now,
-            "updated_at": now,
-            "reinforcements": fact.reinforcements + 1,
-            "provenance": tuple(dict.fromkeys((*fact.provenance, *turns))),
-        }
-    )
+    return reinforce(fact, confidence=confidence, now=now, provenance=turns)
 
 
 def _edges(

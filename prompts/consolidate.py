@@ -115,8 +115,7 @@ def render(
         {
             "role": "user",
             "content": (
-                f"Now: {now.isoformat()}\n\nExisting facts:\n{facts}\n\n"
-                f"New episodes (with their observations):\n{eps}"
+                f"Now: {now.isoformat()}\n\nExisting facts:\n{facts}\n\nNew episodes (with their observations):\n{eps}"
             ),
         },
     ]

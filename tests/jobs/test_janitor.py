@@ -549,7 +549,7 @@ async def test_janitor_with_the_rules_model_survives_a_user_over_the_cap(
 
 # -- storage compaction -----------------------------------------------------------------------
 
-CAPTURES = 80  # 1,000 single captures take minutes here (each write slows as versions pile up); see bench/janitor.py
+CAPTURES = 1000  # the figure; about a minute on 2 cores (bench/janitor.py has the timings)
 
 
 @pytest.mark.filterwarnings(ZERO_CLEANUP_WARNING)
