@@ -83,16 +83,26 @@ class RelationsMixin(TierWriter):
         return written
 
     def dangling_edges_sync(self, ctx: MemoryContext, *, ignoring: Collection[str] = ()) -> list[Edge]:
-        """Edges with an endpoint that has no active fact ("user" and minted entities always stand).
+        """Edges with an endpoint that has no active fact.
 
+        "user" always stands, and so does an entity minted from an edge (never had a fact) when
+        ``create_implicit_entities`` is on or the consolidator marked it implicit.
         ``ignoring``: fact ids to treat as gone already (a dry run's would-be archived facts).
         """
-        if self.relations is None:
+        rel = self.relations
+        if rel is None:
             return []
-        live = {f.subject for f in self.facts_sync(ctx) if f.id not in ignoring} | {USER}
-        return [
-            e for e in self.edges_sync(ctx) if not {e.source, e.target} <= live | set(e.metadata.get("implicit", ()))
-        ]
+        facts = self.facts_sync(ctx, include_inactive=True)
+        had = {f.subject for f in facts}
+        live = {f.subject for f in facts if f.status == "active" and f.id not in ignoring} | {USER}
+
+        def stands(subject: str, edge: Edge) -> bool:
+            minted = subject not in had and (
+                rel.create_implicit_entities or subject in edge.metadata.get("implicit", ())
+            )
+            return subject in live or minted
+
+        return [e for e in self.edges_sync(ctx) if not (stands(e.source, e) and stands(e.target, e))]
 
     def remove_dangling_edges_sync(self, ctx: MemoryContext) -> int:
         """Drop the dangling edges; returns how many."""

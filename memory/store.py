@@ -177,7 +177,10 @@ class Store:
             raise InvalidArgumentError(f"unknown table {name!r}")
         if name not in self._tables:
             with _engine_errors(f"open table {name}"):
-                table = self._db.create_table(name, schema=self._schema(name), exist_ok=True)
+                try:
+                    table = self._db.open_table(name)
+                except (ValueError, FileNotFoundError):  # lancedb's "table not found"
+                    table = self._db.create_table(name, schema=self._schema(name), exist_ok=True)
                 found = set(table.schema.names)
             if found != set(self._schema(name).names):
                 raise StoreMismatchError(

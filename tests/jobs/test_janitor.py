@@ -287,12 +287,6 @@ async def test_edges_whose_endpoint_has_no_fact_are_removed(
     assert [e.target for e in await mem.connections(ctx, "user")] == ["moni"]
 
 
-@pytest.mark.xfail(
-    reason="BUG: memory/relations.py:95 (called by jobs/janitor.py:63) counts an endpoint as live only when it has an "
-    "active fact, so with create_implicit_entities=True every edge to an implicit entity (which by definition has "
-    "no facts) is deleted as dangling on the next janitor run",
-    strict=True,
-)
 async def test_implicit_entities_survive_the_janitor(
     store_path: str, clock: FrozenClock, embedder: HashingEmbedder, ctx: MemoryContext
 ) -> None:

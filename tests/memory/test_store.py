@@ -308,12 +308,6 @@ def test_mismatch_is_refused_before_any_read_or_write(
     assert [f.text for f in first.facts_sync(ctx)] == ["Moni is allergic to shellfish."]
 
 
-@pytest.mark.xfail(
-    reason="BUG: memory/store.py Store.table() opens an existing table whose schema differs (e.g. a store from the "
-    "previous commit, before the `context` column; SCHEMA_VERSION is still '1') and fails with a generic "
-    "StoreError 'Schema Error' instead of StoreMismatchError",
-    strict=True,
-)
 def test_table_written_with_another_schema_is_a_mismatch(store_path: str, ctx: MemoryContext) -> None:
     create_memory_capability(store=store_path, embedder=HashingEmbedder(256))  # pins the embedder in meta
     import lancedb  # only to forge an old-layout table, as a previous version of tiermem would have left it
