@@ -42,7 +42,6 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +49,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _machine import cpu_name, package_version
 from _synthetic import fact_batches, queries
 
 from jobs import run_janitor
@@ -275,20 +275,8 @@ def bench_captures(root: Path, n: int, n_queries: int, warmup: int, seed: int) -
 
 
 def machine() -> list[str]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-
-    def version(name: str) -> str:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return "not installed"
+    cpu = cpu_name()
+    version = package_version
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return [
