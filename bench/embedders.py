@@ -45,6 +45,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _locomo_data import repair_evidence
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = Path("/work/shared/data/locomo-dev.json")
 STATIC_PATH = REPO_ROOT / "memory" / "_assets" / "minilm-static"
@@ -67,23 +70,6 @@ class Query:
     question: str
     category: int
     evidence: list[str]
-
-
-_ID_FIX = re.compile(r"^D:?(\d+):0*(\d+)$")
-
-
-def repair_evidence(raw: list, valid: set[str]) -> list[str]:
-    """Split multi-id strings, normalise 'D:11:26'/'D30:05', drop ids naming no turn, dedupe."""
-    out: list[str] = []
-    for item in raw:
-        for tok in re.split(r"[;\s,]+", str(item)):
-            m = _ID_FIX.match(tok.strip())
-            if not m:
-                continue
-            did = f"D{int(m.group(1))}:{int(m.group(2))}"
-            if did in valid and did not in out:
-                out.append(did)
-    return out
 
 
 def load_locomo(path: Path) -> tuple[dict[str, Conversation], list[Query], int]:

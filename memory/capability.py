@@ -321,8 +321,10 @@ class MemoryCapability(RelationsMixin):
             sections["digest"] = [self.item(latest, now)] if latest else []
         if "working" in wanted and ctx.session_id is not None:
             seen = {i.id for i in sections.get("working", [])}
+            session = self.working_memory_sync(ctx, include_inactive=True)  # one read: entries and turn count
+            seq = max((e.seq for e in session), default=0)
             recent = rank_without_cue(
-                [self.item(e, now, self.session_seq(ctx)) for e in self.working_memory_sync(ctx)],
+                [self.item(e, now, seq) for e in session if e.status == "active"],
                 now=now,
                 options=self.recall_options,
                 limit=self.working.capacity if self.working else 7,
