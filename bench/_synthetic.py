@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from memory import Fact
-from memory.identity import stable_id
+from tiermem import Fact
+from tiermem.memory._identity import stable_id
 
 __all__ = ["NAMES", "fact_batches", "queries"]
 

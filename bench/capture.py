@@ -58,13 +58,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from pydantic import BaseModel
 
-from memory import Embedder, HashingEmbedder, MemoryContext, Turn, UsageLedger, system
-from memory.embedders import resolve_embedder
-from memory.identity import stable_id
-from memory.records import Message
-from memory.system import MemorySystem
-from memory.testing import FrozenClock, FunctionModel, forbid_real_model_requests
-from pipelines import PROMPTS
+from tiermem import Embedder, HashingEmbedder, MemoryContext, Turn, UsageLedger, system
+from tiermem.memory._embedders import resolve_embedder
+from tiermem.memory._identity import stable_id
+from tiermem.memory._records import Message
+from tiermem.memory._system import MemorySystem
+from tiermem.memory.testing import FrozenClock, FunctionModel, forbid_real_model_requests
+from tiermem.pipelines import PROMPTS
 
 forbid_real_model_requests()  # a benchmark never reaches a real provider
 warnings.filterwarnings("ignore", message=r"Items? .* `ReadOnly` qualifier")  # litellm import-time noise

@@ -46,10 +46,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import memory
-from memory.graph import RelationGraph
-from memory.identity import fact_id, stable_id
-from memory.store import Where
+import tiermem as memory
+from tiermem.memory._graph import RelationGraph
+from tiermem.memory._identity import fact_id, stable_id
+from tiermem.memory._store import Where
 
 NAMESPACE = "bench"
 USER_ID = "graph-user"

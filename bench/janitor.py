@@ -52,10 +52,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import cpu_name, package_version
 from _synthetic import fact_batches, queries
 
-from jobs import run_janitor
-from memory import Fact, MemoryContext, MemorySystem, system
-from memory.store import Store, Where
-from memory.testing import FrozenClock, HashingEmbedder
+from tiermem import Fact, MemoryContext, MemorySystem, system
+from tiermem.jobs import run_janitor
+from tiermem.memory._store import Store, Where
+from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
 NAMESPACE = "bench"
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

@@ -57,11 +57,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _locomo_data import CATEGORIES, Conversation, Question, load
 
-import memory
-from memory import MemoryContext, StaticEmbedder
-from memory.recall import Candidate, named_subjects, rank
-from memory.store import Where
-from memory.testing import FrozenClock
+import tiermem as memory
+from tiermem import MemoryContext, StaticEmbedder
+from tiermem.memory._recall import Candidate, named_subjects, rank
+from tiermem.memory._store import Where
+from tiermem.memory.testing import FrozenClock
 
 warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
 

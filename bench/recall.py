@@ -47,9 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import cpu_name, package_version
 from _synthetic import fact_batches, queries
 
-import memory
-from memory.recall import BACKGROUND
-from memory.store import Store, Where
+import tiermem as memory
+from tiermem.memory._recall import BACKGROUND
+from tiermem.memory._store import Store, Where
 
 NAMESPACE = "bench"
 AIM_MS = 25.0

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .embedders import HashingEmbedder
-from .errors import ModelError
-from .llm import allow_real_requests, install_fake_provider
+from ._embedders import HashingEmbedder
+from ._errors import ModelError
+from ._llm import allow_real_requests, install_fake_provider
 
 __all__ = [
     "FrozenClock",

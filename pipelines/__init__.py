@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from .compaction import CompactionPlan, compact_subject
-from .consolidator import ConsolidationPlan, Refusal, consolidate_episodes
-from .digester import write_digest
-from .episodes import encode_session, episode_id
-from .model import PROMPTS, LLMStages, RulesStages, StageModel
-from .observer import ObservedTurn, observe_turn
+from ._compaction import CompactionPlan, compact_subject
+from ._consolidator import ConsolidationPlan, Refusal, consolidate_episodes
+from ._digester import write_digest
+from ._episodes import encode_session, episode_id
+from ._model import PROMPTS, LLMStages, RulesStages, StageModel
+from ._observer import ObservedTurn, observe_turn
 
 __all__ = [
     "PROMPTS",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memory import Fact
+from tiermem.memory._records import Fact
 
 VERSION = "compact-v1"
 

@@ -7,7 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memory import Episode, Fact, RelationsOptions, WorkingEntry
+from tiermem.memory._options import RelationsOptions
+from tiermem.memory._records import Episode, Fact, WorkingEntry
 
 VERSION = "consolidate-v1"
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memory import Turn, WorkingEntry
+from tiermem.memory._records import Turn, WorkingEntry
 
 VERSION = "encode-episode-v1"
 

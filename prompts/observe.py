@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memory import Message
+from tiermem.memory._records import Message
 
 VERSION = "observe-v1"
 Kind = Literal["fact", "preference", "event", "plan", "relationship", "other"]

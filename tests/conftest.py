@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from memory import MemoryCapability, MemoryContext, create_memory_capability
-from memory.testing import FrozenClock, HashingEmbedder, forbid_real_model_requests
+from tiermem import MemoryCapability, MemoryContext, create_memory_capability
+from tiermem.memory.testing import FrozenClock, HashingEmbedder, forbid_real_model_requests
 
 forbid_real_model_requests()
 

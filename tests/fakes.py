@@ -1,6 +1,6 @@
 """Test helpers: a fake model that answers every pipeline stage, dispatched on the prompt it is sent.
 
-The fakes are reached through real litellm (``memory.testing.FunctionModel``); the stage is told
+The fakes are reached through real litellm (``tiermem.memory.testing.FunctionModel``); the stage is told
 from the system prompt, whose fixed opening differs per prompt module.
 """
 
@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory import MemoryContext
-from memory.testing import FunctionModel, RecordedCall
-from pipelines import PROMPTS
+from tiermem import MemoryContext
+from tiermem.memory.testing import FunctionModel, RecordedCall
+from tiermem.pipelines import PROMPTS
 
 __all__ = [
     "STAGE_OPENINGS",

@@ -1,4 +1,4 @@
-from memory import MemoryCapability, MemoryContext
+from tiermem import MemoryCapability, MemoryContext
 
 
 async def test_fact_round_trip(capability: MemoryCapability, ctx: MemoryContext) -> None:

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-import memory
-from jobs import run_janitor
-from memory import Edge, Episode, Fact, MemoryContext, MemorySystem, system
-from memory.identity import stable_id
-from memory.store import Where
-from memory.testing import FrozenClock, FunctionModel, HashingEmbedder
-from pipelines import rules
-from prompts import compact
+import tiermem as memory
+from tiermem import Edge, Episode, Fact, MemoryContext, MemorySystem, system
+from tiermem.jobs import run_janitor
+from tiermem.memory._identity import stable_id
+from tiermem.memory._store import Where
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
+from tiermem.pipelines import _rules as rules
+from tiermem.prompts import compact
 
 # optimize(cleanup_older_than=0) warns about concurrent readers; nothing else reads these temp stores.
 ZERO_CLEANUP_WARNING = r"ignore:optimize\(cleanup_older_than=0\):UserWarning"
@@ -587,7 +587,7 @@ async def test_storage_compaction_keeps_recent_versions_by_default(
 
 
 def test_report_is_json_serialisable() -> None:
-    from jobs.janitor import JanitorReport
+    from tiermem.jobs import JanitorReport
 
     report = JanitorReport(dry_run=True, users=2, store={"facts": {"rows": 1, "versions": 2}})
     assert json.loads(json.dumps(report.as_dict()))["store"] == {"facts": {"rows": 1, "versions": 2}}

@@ -8,12 +8,12 @@ from typing import Any, TypeVar
 import pytest
 from pydantic import BaseModel
 
-from jobs import close_idle_sessions, retry_pending, run_consolidation, run_digests
-from memory import MemoryContext, MemorySystem, ModelError, UsageLedger, system
-from memory.store import Where
-from memory.testing import FrozenClock, FunctionModel, HashingEmbedder
-from pipelines import RulesStages
-from prompts import observe
+from tiermem import MemoryContext, MemorySystem, ModelError, UsageLedger, system
+from tiermem.jobs import close_idle_sessions, retry_pending, run_consolidation, run_digests
+from tiermem.memory._store import Where
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
+from tiermem.pipelines import RulesStages
+from tiermem.prompts import observe
 
 # litellm imports some modules lazily on the first fake-model call; one of them trips a pydantic
 # UserWarning that pyproject's filterwarnings="error" would turn into a failed model call.

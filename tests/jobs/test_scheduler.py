@@ -21,9 +21,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from jobs import DEFAULT_INTERVALS, JOBS, run_job_async, schedule_jobs, wait_for_jobs
-from memory import ConfigurationError, MemoryContext, MemorySystem, system
-from memory.testing import FrozenClock, HashingEmbedder
+from tiermem import ConfigurationError, MemoryContext, MemorySystem, system
+from tiermem.jobs import DEFAULT_INTERVALS, JOBS, run_job_async, schedule_jobs, wait_for_jobs
+from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
 WAIT = 60.0  # seconds: an upper bound for a job to finish, not an expected duration
 

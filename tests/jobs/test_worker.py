@@ -18,9 +18,9 @@ import pytest
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from jobs import JOBS
-from memory import ConfigurationError, MemoryContext, MemorySystem, system
-from memory.testing import FrozenClock, HashingEmbedder
+from tiermem import ConfigurationError, MemoryContext, MemorySystem, system
+from tiermem.jobs import JOBS
+from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
 STARTUP = 120.0  # seconds: bounds for a slow CI machine, not expected durations
 SHUTDOWN = 60.0
@@ -91,7 +91,7 @@ def test_start_jobs_takes_a_given_scheduler(mem: MemorySystem) -> None:
 async def test_a_job_in_flight_at_stop_finishes_within_the_grace_period(
     mem: MemorySystem, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import jobs
+    import tiermem.jobs as jobs
 
     started, release = asyncio.Event(), asyncio.Event()
     finished: list[str] = []
@@ -130,7 +130,7 @@ def _lines(stream: IO[str], sink: queue.Queue[str]) -> None:
 
 def _tiermem() -> list[str]:
     script = Path(sys.executable).with_name("tiermem")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "memory.cli"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli"]
 
 
 def _env() -> dict[str, str]:

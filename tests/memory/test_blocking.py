@@ -6,15 +6,8 @@ import asyncio
 
 import pytest
 
-from memory import (
-    Blocking,
-    Fact,
-    HashingEmbedder,
-    InvalidArgumentError,
-    MemoryContext,
-    create_memory_capability,
-)
-from memory.testing import FrozenClock
+from tiermem import Blocking, Fact, HashingEmbedder, InvalidArgumentError, MemoryContext, create_memory_capability
+from tiermem.memory.testing import FrozenClock
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from memory import MemoryContext, system
-from memory.store import Where
-from memory.system import MemorySystem
-from memory.testing import FrozenClock, FunctionModel, HashingEmbedder
 from tests.fakes import Sequenced, Switch, calls_for, default_reply, messages_of, session, stage_model, stage_of
+from tiermem import MemoryContext, system
+from tiermem.memory._store import Where
+from tiermem.memory._system import MemorySystem
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
 
 Builder = Callable[..., MemorySystem]
 

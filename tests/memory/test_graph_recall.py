@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from memory import (
+from tiermem import (
     Edge,
     MemoryCapability,
     MemoryContext,
@@ -25,9 +25,9 @@ from memory import (
     create_memory_capability,
     system,
 )
-from memory.identity import stable_id
-from memory.recall import BACKGROUND
-from memory.testing import FrozenClock, HashingEmbedder
+from tiermem.memory._identity import stable_id
+from tiermem.memory._recall import BACKGROUND
+from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
 # litellm builds a pydantic adapter for a TypedDict with ReadOnly items on its first completion;
 # pyproject's filterwarnings=error turns that third-party UserWarning into a failed model call.

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-import memory
-from memory import MemoryCapability, MemoryProvider, TiermemError
+import tiermem.memory as memory
+from tiermem import MemoryCapability, MemoryProvider, TiermemError
 
 ROOT = Path(memory.__file__).resolve().parent.parent
 PACKAGES = ("memory", "pipelines", "jobs", "prompts")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memory import (
+from tiermem import (
     MEMORY_CAPABILITY_PRESETS,
     ConfigurationError,
     Episode,
@@ -22,8 +22,8 @@ from memory import (
     approx_tokens,
     create_memory_capability,
 )
-from memory.context import render_context
-from memory.testing import FrozenClock
+from tiermem.memory._context import render_context
+from tiermem.memory.testing import FrozenClock
 
 CORPUS: list[tuple[str, str]] = [
     ("Moni is allergic to shellfish.", "moni"),

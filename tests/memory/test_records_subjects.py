@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from memory import (
+from tiermem import (
     Alias,
     ConfigurationError,
     Digest,
@@ -34,7 +34,7 @@ from memory import (
     create_memory_capability,
     is_canonical_subject,
 )
-from memory.options import resolve_tier
+from tiermem.memory._options import resolve_tier
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 SCOPE: dict[str, Any] = {"namespace": "default", "user_id": "u-1"}

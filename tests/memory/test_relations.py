@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from jobs import run_janitor
-from memory import (
+from tiermem import (
     MEMORY_CAPABILITY_PRESETS,
     Edge,
     InvalidArgumentError,
@@ -28,11 +27,12 @@ from memory import (
     create_memory_capability,
     system,
 )
-from memory.store import Where
-from memory.system import ConsolidationResult
-from memory.testing import FrozenClock, FunctionModel, HashingEmbedder, RecordedCall
-from pipelines import PROMPTS
-from prompts import consolidate, encode_episode, observe
+from tiermem.jobs import run_janitor
+from tiermem.memory._store import Where
+from tiermem.memory._system import ConsolidationResult
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, RecordedCall
+from tiermem.pipelines import PROMPTS
+from tiermem.prompts import consolidate, encode_episode, observe
 
 # litellm builds a pydantic adapter for a TypedDict with ReadOnly items on its first completion;
 # pyproject's filterwarnings=error turns that third-party UserWarning into a failed model call.

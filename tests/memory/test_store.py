@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-import memory
-from memory import (
+import tiermem as memory
+from tiermem import (
     Episode,
     HashingEmbedder,
     InvalidArgumentError,
@@ -25,8 +25,8 @@ from memory import (
     StoreMismatchError,
     create_memory_capability,
 )
-from memory.store import MAX_FILTER_VALUE, Where, sql_literal
-from memory.testing import FrozenClock
+from tiermem.memory._store import MAX_FILTER_VALUE, Where, sql_literal
+from tiermem.memory.testing import FrozenClock
 
 ROOT = Path(memory.__file__).resolve().parent.parent
 
@@ -331,7 +331,7 @@ def test_same_embedder_reopens(store_path: str, ctx: MemoryContext) -> None:
 CHILD = textwrap.dedent(
     """
     import asyncio, json, sys
-    from memory import HashingEmbedder, MemoryContext, create_memory_capability
+    from tiermem import HashingEmbedder, MemoryContext, create_memory_capability
 
     async def main(store: str, mode: str, text: str) -> None:
         cap = create_memory_capability(store=store, embedder=HashingEmbedder(256))

@@ -11,13 +11,13 @@ from typing import Any
 import litellm
 import pytest
 
-from memory import InvalidArgumentError, MemoryContext, ModelError, system
-from memory.llm import LLM
-from memory.store import Where
-from memory.system import MemorySystem
-from memory.testing import FrozenClock, FunctionModel, HashingEmbedder
-from prompts import consolidate, digest, encode_episode, observe
 from tests.fakes import calls_for, messages_of, session, stage_model, user_body
+from tiermem import InvalidArgumentError, MemoryContext, ModelError, system
+from tiermem.memory._llm import LLM
+from tiermem.memory._store import Where
+from tiermem.memory._system import MemorySystem
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
+from tiermem.prompts import consolidate, digest, encode_episode, observe
 
 Builder = Callable[..., MemorySystem]
 

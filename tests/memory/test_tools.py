@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memory import (
+from tiermem import (
     HashingEmbedder,
     MemoryCapability,
     MemoryContext,
@@ -18,7 +18,7 @@ from memory import (
     Toolset,
     create_memory_capability,
 )
-from memory.testing import FrozenClock
+from tiermem.memory.testing import FrozenClock
 
 with warnings.catch_warnings():  # litellm's pydantic types warn on import; that is not ours to fix
     warnings.simplefilter("ignore")

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from memory import Episode, Fact, MemoryContext, RelationsOptions, system
-from memory.identity import fact_id
-from memory.llm import LLM
-from memory.system import MemorySystem
-from memory.testing import FrozenClock, HashingEmbedder
-from pipelines import LLMStages, compact_subject, consolidate_episodes
 from tests.fakes import messages_of, stage_model, user_body
+from tiermem import Episode, Fact, MemoryContext, RelationsOptions, system
+from tiermem.memory._identity import fact_id
+from tiermem.memory._llm import LLM
+from tiermem.memory._system import MemorySystem
+from tiermem.memory.testing import FrozenClock, HashingEmbedder
+from tiermem.pipelines import LLMStages, compact_subject, consolidate_episodes
 
 # litellm lazily imports a module whose pydantic TypedDict warns on every model call; pyproject's
 # filterwarnings="error" would turn that into a failed (deferred) call.

@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import BaseModel
 
-from memory import Edge, Episode, Fact, Message, RelationsOptions, Turn, WorkingEntry
-from pipelines import rules
-from prompts import consolidate as consolidate_prompt
-from prompts import digest as digest_prompt
-from prompts import encode_episode as encode_prompt
-from prompts import observe as observe_prompt
+from tiermem import Edge, Episode, Fact, Message, RelationsOptions, Turn, WorkingEntry
+from tiermem.pipelines import _rules as rules
+from tiermem.prompts import consolidate as consolidate_prompt
+from tiermem.prompts import digest as digest_prompt
+from tiermem.prompts import encode_episode as encode_prompt
+from tiermem.prompts import observe as observe_prompt
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 NS, USER_ID = "default", "u-1"

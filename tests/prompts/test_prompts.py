@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-import prompts
-from memory import Edge, Episode, Fact, Message, RelationsOptions, Turn, WorkingEntry
-from pipelines import PROMPTS
-from prompts import compact, consolidate, digest, encode_episode, observe
+import tiermem.prompts as prompts
+from tiermem import Edge, Episode, Fact, Message, RelationsOptions, Turn, WorkingEntry
+from tiermem.pipelines import PROMPTS
+from tiermem.prompts import compact, consolidate, digest, encode_episode, observe
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 LATER = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)

@@ -1,0 +1,85 @@
+"""Scheduled pipeline work: consolidation, digests, idle sessions, retries.
+
+Plain async functions taking the system and ``now``; each is idempotent, safe beside live
+captures, and returns (and logs) a report of counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from typing import Any
+
+from tiermem.memory._records import MemoryContext
+from tiermem.memory._store import Where
+from tiermem.memory._system import MemorySystem
+
+__all__ = ["close_idle_sessions", "retry_pending", "run_consolidation", "run_digests"]
+
+log = logging.getLogger("tiermem.jobs")
+
+
+async def run_consolidation(mem: MemorySystem, now: datetime | None = None) -> dict[str, Any]:
+    """Consolidate every user with pending episodes."""
+    scopes = await asyncio.to_thread(mem.store.scopes, "episodes", Where(eq={}, isin={"status": ["pending"]}))
+    report: dict[str, Any] = {"users": 0, "episodes": 0, "deferred": 0, "refused": 0}
+    for namespace, user in scopes:
+        result = await mem.consolidate(MemoryContext(namespace=namespace, user_id=user))
+        report["users"] += 1
+        report["episodes"] += result.episodes
+        report["deferred"] += int(result.deferred)
+        report["refused"] += len(result.refusals)
+    log.info("consolidation: %s", report)
+    return report
+
+
+async def run_digests(mem: MemorySystem, now: datetime | None = None) -> dict[str, Any]:
+    """Rewrite the digest of every user whose facts changed since their last digest."""
+    report: dict[str, Any] = {"users": 0, "written": 0, "unchanged": 0, "deferred": 0}
+    if mem.digest_options is None:
+        return report
+    scopes = await asyncio.to_thread(mem.store.scopes, "facts", Where(eq={}, isin={"status": ["active"]}))
+    for namespace, user in scopes:
+        ctx = MemoryContext(namespace=namespace, user_id=user)
+        report["users"] += 1
+        facts = await asyncio.to_thread(mem.facts_sync, ctx)
+        latest = await asyncio.to_thread(mem.latest_digest_sync, ctx)
+        if latest is not None and latest.metadata.get("fingerprint") == mem.fact_fingerprint(facts):
+            report["unchanged"] += 1
+            continue
+        result = await mem.digest(ctx)
+        report["written"] += int(result.digest is not None)
+        report["deferred"] += int(result.deferred)
+    log.info("digests: %s", report)
+    return report
+
+
+async def close_idle_sessions(
+    mem: MemorySystem, now: datetime | None = None, *, idle_after: timedelta | None = None
+) -> dict[str, Any]:
+    """Sessions with no turn for ``idle_after`` (default: the episodic option) become episodes."""
+    now = now or mem.clock.now()
+    idle = idle_after or (mem.episodic.idle_after if mem.episodic else timedelta(minutes=30))
+    report: dict[str, Any] = {"closed": 0, "deferred": 0}
+    last_turn = await asyncio.to_thread(mem.store.last_activity, "turns")
+    encoded = await asyncio.to_thread(mem.store.last_activity, "episodes")
+    for (namespace, user, session), when in sorted(last_turn.items()):
+        if when > now - idle:
+            continue
+        episode_at = encoded.get((namespace, user, session))
+        if episode_at is not None and episode_at >= when:
+            continue  # already encoded after its last turn
+        result = await mem.end_session(MemoryContext(namespace=namespace, user_id=user, session_id=session))
+        report["closed"] += int(result.episode is not None)
+        report["deferred"] += int(result.deferred)
+    log.info("idle sessions: %s", report)
+    return report
+
+
+async def retry_pending(mem: MemorySystem, now: datetime | None = None) -> dict[str, Any]:
+    """Redo failed model work: pending turns, failed episode encodings, stalled consolidations."""
+    report = asdict(await mem.retry_pending())
+    log.info("retries: %s", report)
+    return report

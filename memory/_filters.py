@@ -1,0 +1,51 @@
+"""Filters for LanceDB queries: the one place a value becomes SQL, so no id can widen a query."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ._errors import InvalidArgumentError
+
+__all__ = ["MAX_FILTER_VALUE", "Where", "checked_column", "sql_literal"]
+
+MAX_FILTER_VALUE = 4096
+_FILTER_COLUMNS = frozenset({"id", "namespace", "user_id", "session_id", "subject", "status"})
+
+
+def sql_literal(value: str) -> str:
+    """Quote a value for a LanceDB (DataFusion SQL) filter; the one place this happens."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"filter value must be a string, not {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidArgumentError("filter value contains a NUL character")
+    if len(value) > MAX_FILTER_VALUE:
+        raise InvalidArgumentError(f"filter value is longer than {MAX_FILTER_VALUE} characters")
+    return "'" + value.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Where:
+    """A conjunction of equality / membership tests on known columns, rendered safely."""
+
+    eq: Mapping[str, str]
+    isin: Mapping[str, Sequence[str]] | None = None
+    ne: Mapping[str, str] | None = None
+
+    def sql(self) -> str:
+        parts: list[str] = []
+        for column, value in self.eq.items():
+            parts.append(f"{checked_column(column)} = {sql_literal(value)}")
+        for column, value in (self.ne or {}).items():
+            parts.append(f"({checked_column(column)} IS NULL OR {checked_column(column)} <> {sql_literal(value)})")
+        for column, values in (self.isin or {}).items():
+            if not values:
+                return "false"
+            parts.append(f"{checked_column(column)} IN ({', '.join(sql_literal(v) for v in values)})")
+        return " AND ".join(parts) if parts else "true"
+
+
+def checked_column(name: str) -> str:
+    if name not in _FILTER_COLUMNS:
+        raise InvalidArgumentError(f"cannot filter on column {name!r}")
+    return name

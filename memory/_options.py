@@ -1,0 +1,129 @@
+"""Option models per tier; each accepts True / False / dict / model."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ._errors import ConfigurationError
+
+__all__ = [
+    "DigestOptions",
+    "EpisodicOptions",
+    "HygieneOptions",
+    "RecallOptions",
+    "RelationsOptions",
+    "SemanticOptions",
+    "WorkingOptions",
+    "resolve_tier",
+]
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class WorkingOptions(_Options):
+    """Working memory: this session's observations."""
+
+    capacity: int = Field(default=7, ge=1, le=1000, description="Most active entries per session.")
+    salience_half_life: float = Field(default=8.0, gt=0, description="Turns after which an entry's salience halves.")
+
+
+class EpisodicOptions(_Options):
+    """Episodic memory: past sessions."""
+
+    ttl: timedelta | None = Field(default=timedelta(days=365), description="Episodes older than this expire.")
+    idle_after: timedelta = Field(default=timedelta(minutes=30), description="A session idle this long closes.")
+
+
+class RelationsOptions(_Options):
+    """Typed relations between subjects (off unless asked for)."""
+
+    enabled: bool = Field(default=True, description="Whether relations are extracted and read.")
+    vocabulary: tuple[str, ...] | None = Field(default=None, description="Allowed relation types; None = free.")
+    max_edges: int = Field(default=500, ge=1, description="Cap on one user's edges.")
+    create_implicit_entities: bool = Field(default=False, description="Mint unknown endpoints as nodes.")
+
+    @field_validator("vocabulary")
+    @classmethod
+    def _normalise(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if value is None else tuple(" ".join(v.lower().split()) for v in value)
+
+
+class SemanticOptions(_Options):
+    """Semantic memory: consolidated facts."""
+
+    relations: RelationsOptions = Field(
+        default=RelationsOptions(enabled=False), description="Relations graph options (bool accepted)."
+    )
+    half_life: timedelta = Field(default=timedelta(days=180), description="Confidence half-life.")
+    archive_below: float = Field(default=0.15, ge=0, le=1, description="Effective confidence floor.")
+    max_facts: int = Field(default=2000, ge=10, description="Per-user cap that triggers compaction.")
+
+    @field_validator("relations", mode="before")
+    @classmethod
+    def _relations(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            return RelationsOptions(enabled=value)
+        return value
+
+
+class DigestOptions(_Options):
+    """Digest: the narrative rollup."""
+
+    max_facts: int = Field(default=60, ge=1, description="Most facts the digester reads.")
+
+
+class HygieneOptions(_Options):
+    """The janitor's knobs."""
+
+    cleanup_older_than: timedelta = Field(default=timedelta(hours=1), description="Keep store versions this long.")
+
+
+class RecallOptions(_Options):
+    """Ranking weights; relevance gates, the rest only reorders."""
+
+    dense_weight: float = Field(default=0.45, ge=0, description="Weight of vector similarity.")
+    lexical_weight: float = Field(default=0.55, ge=0, description="Weight of full-text score.")
+    min_relevance: float = Field(default=0.3, ge=0, le=1, description="Gate on normalised relevance.")
+    min_similarity: float | None = Field(
+        default=None, ge=-1, le=1, description="Cosine that counts as related alone; None = relative to background."
+    )
+    related_margin: float = Field(
+        default=0.05, ge=0, le=1, description="How far above the cue's best background similarity counts as related."
+    )
+    prior_weight: float = Field(default=0.25, ge=0, le=1, description="Share of the score from priors.")
+    recency_half_life: timedelta = Field(default=timedelta(days=30), description="Recency prior half-life.")
+    tier_weights: dict[str, float] = Field(
+        default_factory=lambda: {"working": 1.0, "episodic": 0.8, "semantic": 1.0, "digest": 0.7, "relation": 0.9},
+        description="Prior per tier.",
+    )
+    subject_boost: float = Field(default=0.15, ge=0, le=1, description="Boost for a subject the cue names.")
+    coverage_weight: float = Field(
+        default=0.0, ge=0, le=1, description="How much the cue words a memory misses discount its lexical match."
+    )
+    session_weight: float = Field(
+        default=0.2, ge=0, le=1, description="Share of a matching episode's relevance its turns inherit."
+    )
+
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def resolve_tier(value: bool | dict[str, Any] | T | None, model: type[T], name: str) -> T | None:
+    """True -> defaults, False/None -> off, dict -> validated model, model -> itself."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return model()
+    if isinstance(value, model):
+        return value
+    if isinstance(value, dict):
+        try:
+            return model.model_validate(value)
+        except ValidationError as exc:
+            raise ConfigurationError(f"invalid {name} options: {exc}") from exc
+    raise ConfigurationError(f"{name} must be True, False, a dict or {model.__name__}, not {type(value).__name__}")

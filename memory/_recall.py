@@ -1,0 +1,264 @@
+"""Ranking: relevance gates, priors only reorder.
+
+Vector and full-text candidates are fused by a weighted sum of normalised scores (measured to
+beat reciprocal-rank fusion on conversational memory). Candidates with no keyword match and a
+low cosine are dropped; confidence, recency and tier weights then reorder what is left, within
+a band small enough that they cannot lift an unrelated memory over a related one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from ._decay import effective_confidence, recency, turn_decay
+from ._options import RecallOptions, SemanticOptions, WorkingOptions
+from ._records import Digest, Edge, Episode, Fact, MemoryItem, RankedMemoryItem, Turn, WorkingEntry
+from ._relevance import BACKGROUND, terms
+from ._subjects import USER
+
+__all__ = [
+    "BACKGROUND",
+    "Candidate",
+    "edge_to_memory_item",
+    "named_subjects",
+    "rank",
+    "rank_without_cue",
+    "terms",
+    "to_memory_item",
+]
+
+_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Candidate:
+    """A memory found by vector or full-text search, before fusion."""
+
+    item: MemoryItem
+    similarity: float
+    lexical: float
+    via_graph: float = 0.0
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def edge_to_memory_item(edge: Edge, now: datetime, *, half_life: SemanticOptions | None = None) -> MemoryItem:
+    """An edge of the relations graph as a memory item of tier "relation"."""
+    opts = half_life or SemanticOptions()
+    return MemoryItem.model_construct(
+        id=edge.id,
+        tier="relation",
+        subject=edge.source,
+        text=edge.text,
+        confidence=effective_confidence(edge, now, half_life=opts.half_life),
+        created_at=edge.created_at,
+        updated_at=edge.updated_at,
+        provenance=edge.provenance,
+        metadata={"source": edge.source, "relation": edge.relation, "target": edge.target},
+    )
+
+
+def to_memory_item(
+    record: WorkingEntry | Episode | Fact | Digest | Edge | Turn,  # validated when read: no second validation
+    now: datetime,
+    *,
+    semantic: SemanticOptions | None = None,
+    working: WorkingOptions | None = None,
+    session_seq: int = 0,
+) -> MemoryItem:
+    """The uniform view of a record, with its confidence as it stands ``now``."""
+    if isinstance(record, Edge):
+        return edge_to_memory_item(record, now, half_life=semantic)
+    if isinstance(record, Turn):
+        return MemoryItem.model_construct(
+            id=record.id,
+            tier="episodic",
+            subject=record.subject,
+            text=record.text,
+            confidence=0.5,
+            created_at=record.created_at,
+            updated_at=record.created_at,
+            provenance=(record.id,),
+            metadata={"kind": "turn", "session_id": record.session_id, "seq": record.seq, **record.metadata},
+        )
+    if isinstance(record, WorkingEntry):
+        half = (working or WorkingOptions()).salience_half_life
+        return MemoryItem.model_construct(
+            id=record.id,
+            tier="working",
+            subject=record.subject,
+            text=record.text,
+            confidence=turn_decay(record.salience, session_seq - record.seq, half_life_turns=half),
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            provenance=record.provenance,
+            metadata={"kind": record.kind, "session_id": record.session_id, **record.metadata},
+        )
+    if isinstance(record, Episode):
+        return MemoryItem.model_construct(
+            id=record.id,
+            tier="episodic",
+            subject=USER if USER in record.subjects or not record.subjects else record.subjects[0],
+            text=record.summary,
+            confidence=record.salience,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            provenance=record.provenance,
+            metadata={
+                "session_id": record.session_id,
+                "subjects": list(record.subjects),
+                "started_at": _iso(record.started_at),
+                "ended_at": _iso(record.ended_at),
+                **record.metadata,
+            },
+        )
+    if isinstance(record, Fact):
+        opts = semantic or SemanticOptions()
+        return MemoryItem.model_construct(
+            id=record.id,
+            tier="semantic",
+            subject=record.subject,
+            text=record.text,
+            confidence=effective_confidence(record, now, half_life=opts.half_life),
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            provenance=record.provenance,
+            metadata={
+                "status": record.status,
+                "reinforcements": record.reinforcements,
+                "valid_from": _iso(record.valid_from),
+                "valid_to": _iso(record.valid_to),
+                "superseded_by": record.superseded_by,
+                **record.metadata,
+            },
+        )
+    return MemoryItem.model_construct(
+        id=record.id,
+        tier="digest",
+        subject=record.subject,
+        text=record.text,
+        confidence=1.0,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        provenance=record.provenance,
+        metadata=dict(record.metadata),
+    )
+
+
+_FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "we", "our", "us"})
+
+
+def named_subjects(cue: str, aliases: Mapping[str, str]) -> set[str]:
+    """Subjects the cue names: its words, hyphen-joined word pairs ("acme corp"), display names,
+    and "user" for a first-person cue ("my wife")."""
+    words = _NAME.findall(cue.lower())
+    named = {w for w in words if len(w) > 1} | {f"{a}-{b}" for a, b in itertools.pairwise(words)}
+    spaced = f" {' '.join(words)} "
+    named |= {subject for alias, subject in aliases.items() if f" {' '.join(_NAME.findall(alias))} " in spaced}
+    if _FIRST_PERSON & set(words):
+        named.add(USER)
+    return named
+
+
+def _minmax(values: np.ndarray) -> np.ndarray:
+    if values.size == 0:
+        return values
+    low, high = float(values.min()), float(values.max())
+    if high - low < 1e-9:
+        return np.where(values > 0, 1.0, 0.0)
+    return (values - low) / (high - low)
+
+
+def rank(
+    candidates: Sequence[Candidate],
+    *,
+    now: datetime,
+    options: RecallOptions,
+    cue: str = "",
+    related_similarity: float = 0.5,
+    named: Iterable[str] = (),
+    limit: int,
+) -> list[RankedMemoryItem]:
+    """Fuse, gate and order candidates; the best ``limit`` come back.
+
+    Lexical evidence is the engine's BM25 (scaled by the best in the pool) blended with the share
+    of the cue's informative words a memory covers: BM25 alone would call a memory matching one
+    common word a perfect match whenever nothing matches better.
+    """
+    if not candidates:
+        return []
+    sims = np.array([c.similarity for c in candidates], dtype=np.float64)
+    bm25 = np.array([c.lexical for c in candidates], dtype=np.float64)
+    wanted = terms(cue)
+    coverage = np.array(
+        [len(wanted & terms(c.item.text)) / len(wanted) if wanted else 0.0 for c in candidates], dtype=np.float64
+    )
+    scaled = bm25 / bm25.max() if bm25.max() > 0 else np.zeros_like(bm25)
+    # Missing cue words discount the BM25 match: one common word of three is not a perfect match.
+    lex_norm = scaled * (1.0 - options.coverage_weight + options.coverage_weight * coverage)
+    dense_norm = _minmax(sims)
+    total = options.dense_weight + options.lexical_weight or 1.0
+    relevance = (options.dense_weight * dense_norm + options.lexical_weight * lex_norm) / total
+    # The gate: an informative word of the cue, or a cosine clearly above what unrelated sentences
+    # get for this cue; and not far behind the best candidate.
+    threshold = options.min_similarity if options.min_similarity is not None else related_similarity
+    plausible = ((coverage > 0) | (sims >= threshold)) & (relevance >= options.min_relevance * relevance.max())
+    # Soft two-stage: a turn of a session whose episode matches the cue gains part of that match
+    # (the right conversation first, then the right line in it).
+    if options.session_weight > 0:
+        episode_relevance = {
+            c.item.metadata.get("session_id"): float(relevance[i])
+            for i, c in enumerate(candidates)
+            if c.item.tier == "episodic" and c.item.metadata.get("kind") != "turn"
+        }
+        inherited = np.array(
+            [
+                episode_relevance.get(c.item.metadata.get("session_id"), 0.0)
+                if c.item.metadata.get("kind") == "turn"
+                else 0.0
+                for c in candidates
+            ]
+        )
+        relevance = np.minimum(relevance + options.session_weight * inherited, 1.0)
+    # Memories reached through the relations graph are plausible by that link, at a fixed relevance floor.
+    graph_floor = np.array([c.via_graph for c in candidates], dtype=np.float64)
+    plausible |= graph_floor > 0
+    relevance = np.maximum(relevance, graph_floor)
+    named_set = set(named)
+    scored: list[tuple[float, str, int]] = []
+    for i, cand in enumerate(candidates):
+        if not plausible[i]:
+            continue
+        item = cand.item
+        fresh = recency(item.updated_at, now, half_life=options.recency_half_life)
+        prior = (options.tier_weights.get(item.tier, 0.5) + item.confidence + fresh) / 3.0
+        boost = options.subject_boost if item.subject in named_set else 0.0
+        score = float(relevance[i]) * (1.0 - options.prior_weight + options.prior_weight * prior + boost)
+        scored.append((score, item.id, i))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    # The items were validated when read: only the winners become ranked items, without re-validation.
+    return [
+        RankedMemoryItem.model_construct(**dict(candidates[i].item), score=score, relevance=float(relevance[i]))
+        for score, _, i in scored[:limit]
+    ]
+
+
+def rank_without_cue(
+    items: Sequence[MemoryItem], *, now: datetime, options: RecallOptions, limit: int
+) -> list[RankedMemoryItem]:
+    """No cue: the most recent and salient memories first."""
+    ranked = []
+    for item in items:
+        fresh = recency(item.updated_at, now, half_life=options.recency_half_life)
+        score = options.tier_weights.get(item.tier, 0.5) * (0.5 * fresh + 0.5 * item.confidence)
+        ranked.append(RankedMemoryItem(**item.model_dump(), score=score, relevance=0.0))
+    ranked.sort(key=lambda r: (-r.score, r.id))
+    return ranked[:limit]

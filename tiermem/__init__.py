@@ -1,0 +1,154 @@
+"""tiermem: tiered memory for LLM agents (working, episodic, semantic, digest).
+
+The front door: everything public is exported here. The subpackages are ``tiermem.memory`` (the core),
+``tiermem.pipelines`` (LLM transformations), ``tiermem.prompts`` (one stage per prompt) and
+``tiermem.jobs`` (scheduled work); their modules are implementation unless their package exports them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .memory._blocking import Blocking
+from .memory._capability import (
+    MEMORY_CAPABILITY_PRESETS,
+    CapabilityPreset,
+    MemoryCapability,
+    MemoryProvider,
+    create_memory_capability,
+)
+from .memory._clock import Clock, SystemClock
+from .memory._context import approx_tokens
+from .memory._decay import effective_confidence
+from .memory._embedders import Embedder, HashingEmbedder, LiteLLMEmbedder, SentenceTransformerEmbedder, StaticEmbedder
+from .memory._errors import (
+    ConfigurationError,
+    EmbedderError,
+    InvalidArgumentError,
+    InvalidSubjectError,
+    ModelError,
+    ModelOutputError,
+    StoreError,
+    StoreMismatchError,
+    TiermemError,
+)
+from .memory._options import (
+    DigestOptions,
+    EpisodicOptions,
+    HygieneOptions,
+    RecallOptions,
+    RelationsOptions,
+    SemanticOptions,
+    WorkingOptions,
+)
+from .memory._recall import edge_to_memory_item
+from .memory._records import (
+    Alias,
+    Digest,
+    Edge,
+    Episode,
+    Fact,
+    MemoryContext,
+    MemoryItem,
+    Message,
+    RankedMemoryItem,
+    Tier,
+    Turn,
+    WorkingEntry,
+)
+from .memory._relations import ConnectArguments
+from .memory._store import Store
+from .memory._subjects import USER, canonical_subject, is_canonical_subject
+from .memory._tools import MemoryTool, RecallArguments, ToolEnvelope, Toolset
+from .memory._usage import StageUsage, UsageLedger
+
+# isort: split
+# The write side (the composition root) comes last: the pipelines it imports read the names above.
+from .memory._system import (
+    CaptureResult,
+    ConsolidationResult,
+    DigestResult,
+    MemorySystem,
+    RetryReport,
+    SessionResult,
+    system,
+)
+
+if TYPE_CHECKING:
+    from .memory._llm import LLM
+
+
+def __getattr__(name: str) -> object:
+    """``LLM`` imports litellm, which is slow to import: load it on first use only."""
+    if name == "LLM":
+        from .memory._llm import LLM
+
+        return LLM
+    raise AttributeError(f"module 'tiermem' has no attribute {name!r}")
+
+
+__all__ = [
+    "LLM",
+    "MEMORY_CAPABILITY_PRESETS",
+    "USER",
+    "Alias",
+    "Blocking",
+    "CapabilityPreset",
+    "CaptureResult",
+    "Clock",
+    "ConfigurationError",
+    "ConnectArguments",
+    "ConsolidationResult",
+    "Digest",
+    "DigestOptions",
+    "DigestResult",
+    "Edge",
+    "Embedder",
+    "EmbedderError",
+    "Episode",
+    "EpisodicOptions",
+    "Fact",
+    "HashingEmbedder",
+    "HygieneOptions",
+    "InvalidArgumentError",
+    "InvalidSubjectError",
+    "LiteLLMEmbedder",
+    "MemoryCapability",
+    "MemoryContext",
+    "MemoryItem",
+    "MemoryProvider",
+    "MemorySystem",
+    "MemoryTool",
+    "Message",
+    "ModelError",
+    "ModelOutputError",
+    "RankedMemoryItem",
+    "RecallArguments",
+    "RecallOptions",
+    "RelationsOptions",
+    "RetryReport",
+    "SemanticOptions",
+    "SentenceTransformerEmbedder",
+    "SessionResult",
+    "StageUsage",
+    "StaticEmbedder",
+    "Store",
+    "StoreError",
+    "StoreMismatchError",
+    "SystemClock",
+    "Tier",
+    "TiermemError",
+    "ToolEnvelope",
+    "Toolset",
+    "Turn",
+    "UsageLedger",
+    "WorkingEntry",
+    "WorkingOptions",
+    "approx_tokens",
+    "canonical_subject",
+    "create_memory_capability",
+    "edge_to_memory_item",
+    "effective_confidence",
+    "is_canonical_subject",
+    "system",
+]
