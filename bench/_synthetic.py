@@ -13,8 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from tiermem import Fact
-from tiermem.memory._identity import stable_id
+from tiermem import Fact, MemoryContext
 
 __all__ = ["NAMES", "fact_batches", "queries"]
 
@@ -117,21 +116,16 @@ def fact_batches(
         subject = _subject(rng)
         text = _fill(rng, subject)
         when = base + timedelta(minutes=int(index))
-        out.append(
-            Fact(
-                # k keeps ids unique even when a template repeats a sentence for the same user.
-                id=stable_id("fact", namespace, user_id, subject, text.lower(), str(k)),
-                namespace=namespace,
-                user_id=user_id,
-                subject=subject,
-                text=text,
-                confidence=float(np.round(0.5 + 0.5 * rng.random(), 3)),
-                created_at=when,
-                updated_at=when,
-                reinforced_at=when,
-                provenance=(f"turn_{user_id}_{k}",),
-            )
+        fact = Fact.new(
+            MemoryContext(namespace=namespace, user_id=user_id),
+            subject=subject,
+            text=text,
+            now=when,
+            confidence=float(np.round(0.5 + 0.5 * rng.random(), 3)),
+            provenance=(f"turn_{user_id}_{k}",),
         )
+        # A template may repeat a sentence for the same user; tiermem would keep one fact, the load keeps both.
+        out.append(fact.model_copy(update={"id": f"{fact.id}_{k}"}))
         if len(out) >= batch:
             yield out
             out = []

@@ -9,7 +9,7 @@ is a frozen clock advanced one minute per turn.
 Configurations, each run ``--runs`` times (default 3; medians reported):
 
 - ``journal only`` (baseline): the first step of ``capture`` alone, i.e. one
-  ``MemorySystem.put_turns_sync([turn])`` per turn (the turn embedded and merge-inserted into the
+  ``mem.tiers.put_turns([turn])`` per turn (the turn embedded and merge-inserted into the
   ``turns`` table), run in a worker thread like capture does. No observer, no later stages.
 - ``no-op model``: the full pipeline (``capture``, ``end_session``, ``consolidate``, ``digest``)
   with a stage model that answers instantly and empty (no observations), i.e. the library's own
@@ -60,16 +60,18 @@ from pydantic import BaseModel
 
 from tiermem import Embedder, HashingEmbedder, MemoryContext, Turn, UsageLedger, system
 from tiermem.memory._embedders import resolve_embedder
-from tiermem.memory._identity import stable_id
+from tiermem.memory._identity import turn_id
 from tiermem.memory._records import Message
+from tiermem.memory._stage import Stage
 from tiermem.memory._system import MemorySystem
-from tiermem.memory.testing import FrozenClock, FunctionModel, forbid_real_model_requests
-from tiermem.pipelines import PROMPTS
+from tiermem.memory.testing import FrozenClock, FunctionModel, StageCall, forbid_real_model_requests
+from tiermem.prompts import consolidate, digest, encode_episode, observe
 
 forbid_real_model_requests()  # a benchmark never reaches a real provider
 warnings.filterwarnings("ignore", message=r"Items? .* `ReadOnly` qualifier")  # litellm import-time noise
 
-T = TypeVar("T", bound=BaseModel)
+InputT = TypeVar("InputT", bound=BaseModel)
+OutputT = TypeVar("OutputT", bound=BaseModel)
 NAMESPACE = "bench"
 STAGES = ("observe", "encode_episode", "consolidate", "digest")
 AIM_OBSERVE_PER_TURN = 1.0
@@ -125,51 +127,29 @@ class NoopStages:
     def __init__(self) -> None:
         self.ledger = UsageLedger()
 
-    async def generate(self, stage: str, inputs: BaseModel, output: type[T]) -> T:
-        if stage == "encode_episode":
+    async def run(self, stage: Stage[InputT, OutputT], inputs: InputT) -> OutputT:
+        output = stage.output_for(inputs)
+        if stage is encode_episode.STAGE:
             return output.model_validate({"summary": "Nothing of note."})
-        if stage == "digest":
+        if stage is digest.STAGE:
             return output.model_validate({"text": "Nothing of note."})
         return output.model_validate({})
 
 
-def _opening(text: str) -> str:
-    return text.splitlines()[0].split("{")[0].strip()
-
-
-OPENINGS = {stage: _opening(module.TEXT) for stage, module in PROMPTS.items()}
-_BULLET = re.compile(r"^- (?:id=\S+ \([0-9-]+\) |\[[^\]]+\] )?(?P<text>.+)$")
-
-
-def _bullets(body: str, title: str) -> list[str]:
-    lines, inside = [], False
-    for line in body.splitlines():
-        if not inside and line.startswith(title) and line.rstrip().endswith(":"):
-            inside = True
-        elif inside and line.startswith("- "):
-            found = _BULLET.match(line)
-            lines.append(found["text"] if found else line[2:])
-        elif inside and line.strip() and not line[0].isspace():
-            break  # indented bullets belong to the line above; a new title ends the section
-    return lines
-
-
-def fake_answer(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """A valid, content-preserving answer to whichever stage's prompt this is."""
-    first = str(messages[0]["content"])
-    stage = next(s for s, opening in OPENINGS.items() if first.startswith(opening))
-    body = next(str(m["content"]) for m in messages if m["role"] == "user")
-    if stage == "observe":
-        said = [line[6:] for line in body.splitlines() if line.startswith("user: ")]
+def fake_answer(messages: list[dict[str, Any]], call: StageCall[Any, Any]) -> dict[str, Any]:
+    """A valid, content-preserving answer to whichever stage is asked, from its typed input."""
+    inputs = call.inputs
+    if isinstance(inputs, observe.Input):
+        said = [m.content for m in inputs.messages if (m.name or m.role) == "user"]
         return {"observations": [{"subject": "user", "kind": "fact", "text": s, "salience": 0.6} for s in said]}
-    if stage == "encode_episode":
-        seen = _bullets(body, "Observations")
+    if isinstance(inputs, encode_episode.Input):
+        seen = [e.text for e in inputs.entries]
         return {"summary": " ".join(seen)[:3900] or "The user chatted.", "subjects": ["user"], "salience": 0.6}
-    if stage == "consolidate":
-        sentences = [s for e in _bullets(body, "New episodes") for s in re.split(r"(?<=[.!?])\s+", e) if s.strip()]
+    if isinstance(inputs, consolidate.Input):
+        sentences = [s for e in inputs.episodes for s in re.split(r"(?<=[.!?])\s+", e.summary) if s.strip()]
         return {"operations": [{"op": "add", "subject": "user", "text": s} for s in sentences[:100]], "edges": []}
-    if stage == "digest":
-        return {"text": " ".join(_bullets(body, "Facts")[:8]) or "The user has no facts yet."}
+    if isinstance(inputs, digest.Input):
+        return {"text": " ".join(f.text for f in inputs.facts[:8]) or "The user has no facts yet."}
     return {"merges": []}
 
 
@@ -204,7 +184,7 @@ class RunResult:
 def _turn(ctx: MemoryContext, seq: int, messages: list[dict[str, str]], now: datetime) -> Turn:
     assert ctx.session_id is not None
     return Turn(
-        id=stable_id("turn", ctx.namespace, ctx.user_id, ctx.session_id, str(seq)),
+        id=turn_id(ctx, session_id=ctx.session_id, seq=seq),
         namespace=ctx.namespace,
         user_id=ctx.user_id,
         session_id=ctx.session_id,
@@ -231,7 +211,7 @@ async def run_once(
             clock.advance(timedelta(minutes=1))
             started = time.perf_counter()
             if config == "journal only":
-                await asyncio.to_thread(mem.put_turns_sync, [_turn(ctx, seq, messages, clock.now())])
+                await asyncio.to_thread(mem.tiers.put_turns, [_turn(ctx, seq, messages, clock.now())])
             else:
                 captured = await mem.capture(ctx, messages)
                 result.deferred += int(captured.deferred)
@@ -297,7 +277,7 @@ def report(results: dict[str, list[RunResult]], *, command: str, args: argparse.
         " Fresh LanceDB store in a temporary folder per run; relations on."
         f" Medians of {runs} runs (configurations interleaved run by run).",
         f"Embedder: {_embedder_label(embedder)}.",
-        "Baseline (`journal only`): one `put_turns_sync([turn])` per turn (embed the turn, merge-insert it into the"
+        "Baseline (`journal only`): one `tiers.put_turns([turn])` per turn (embed the turn, merge-insert it into the"
         " `turns` table) in a worker thread, the first step of `capture`; no model and no later stages."
         " `no-op model`: the whole pipeline with a stage model that answers instantly and empty (library overhead)."
         f" `fake LLM`: `FunctionModel(latency={FAKE_LATENCY})` through real litellm, valid JSON for every stage.",

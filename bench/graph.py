@@ -8,12 +8,12 @@ from ``HashingEmbedder(256)``), then one ``Store.optimize()``. Relations are on 
 
 Measured, each beside a baseline in the same run over the same edge list:
 
-- graph build: ``mem.graph_sync(ctx)`` after ``mem._graph_cache().invalidate((ns, user))``
+- graph build: ``mem.relations.graph(ctx)`` after ``mem.relations.graphs.invalidate((ns, user))``
   (storage read + records + networkx ``MultiDiGraph``); baseline: one ``store.query("edges", ...)``
   and a plain-Python adjacency dict built from those rows.
-- ``connections_sync(ctx, entity)`` on a warm cache over random entities; baseline: dict lookup of
+- ``mem.relations.connections(ctx, entity)`` on a warm cache over random entities; baseline: dict lookup of
   the entity's in/out edges, sorted strongest first (what ``connections`` returns).
-- ``relate_sync(ctx, a, b)`` on a warm cache over random pairs; baseline: BFS over the undirected
+- ``mem.relations.relate(ctx, a, b)`` on a warm cache over random pairs; baseline: BFS over the undirected
   adjacency dict with parent pointers, strongest edge per hop.
 
 A breakdown times the parts of one helper call separately (store version check, alias read,
@@ -48,11 +48,12 @@ from typing import Any
 
 import tiermem as memory
 from tiermem.memory._graph import RelationGraph
-from tiermem.memory._identity import fact_id, stable_id
+from tiermem.memory._identity import edge_id
 from tiermem.memory._store import Where
 
 NAMESPACE = "bench"
 USER_ID = "graph-user"
+SCOPE = memory.MemoryContext(namespace=NAMESPACE, user_id=USER_ID)
 RELATIONS = [
     "friend of", "colleague of", "brother of", "sister of", "married to", "neighbour of",
     "mentor of", "cousin of", "works with", "boss of", "roommate of", "knows",
@@ -99,7 +100,7 @@ def make_edges(size: Size, rng: random.Random, now: datetime) -> list[memory.Edg
         stamp = now - timedelta(minutes=len(triples) - i)
         out.append(
             memory.Edge(
-                id=stable_id("edge", NAMESPACE, USER_ID, source, relation, target),
+                id=edge_id(SCOPE, source=source, relation=relation, target=target),
                 namespace=NAMESPACE,
                 user_id=USER_ID,
                 source=source,
@@ -119,18 +120,7 @@ def make_facts(size: Size, rng: random.Random, now: datetime) -> list[memory.Fac
     out = []
     for subject in subjects:
         text = f"{subject} enjoys {rng.choice(hobbies)}."
-        out.append(
-            memory.Fact(
-                id=fact_id(NAMESPACE, USER_ID, subject, text),
-                namespace=NAMESPACE,
-                user_id=USER_ID,
-                subject=subject,
-                text=text,
-                created_at=now,
-                updated_at=now,
-                reinforced_at=now,
-            )
-        )
+        out.append(memory.Fact.new(SCOPE, subject=subject, text=text, now=now))
     return out
 
 
@@ -257,8 +247,8 @@ def run(size: Size, seed: int) -> tuple[list[str], dict[str, Any]]:
 
         # build from storage
         def build() -> RelationGraph:
-            mem._graph_cache().invalidate(key)
-            return mem.graph_sync(ctx)
+            mem.relations.graphs.invalidate(key)
+            return mem.relations.graph(ctx)
 
         def baseline_build() -> Adjacency:
             return Adjacency(mem.store.query("edges", scope))
@@ -269,7 +259,7 @@ def run(size: Size, seed: int) -> tuple[list[str], dict[str, Any]]:
         nx_build_ms = series([lambda: RelationGraph(stored)] * size.builds, warmup=1)
         dict_build_ms = series([lambda: Adjacency(stored)] * size.builds, warmup=1)
 
-        graph = mem.graph_sync(ctx)  # warm cache from here on
+        graph = mem.relations.graph(ctx)  # warm cache from here on
         adjacency = Adjacency(stored)
         assert len(graph) == len(edges) == len(stored), (len(graph), len(edges), len(stored))
 
@@ -277,23 +267,23 @@ def run(size: Size, seed: int) -> tuple[list[str], dict[str, Any]]:
         entities = [rng.choice(names) for _ in range(size.queries)]
         pairs = [(rng.choice(names), rng.choice(names)) for _ in range(size.queries)]
         conn_ms, base_conn_ms = paired(
-            [lambda e=e: mem.connections_sync(ctx, e) for e in entities],
+            [lambda e=e: mem.relations.connections(ctx, e) for e in entities],
             [lambda e=e: adjacency.neighbours(e) for e in entities],
         )
         nx_conn_ms = series([lambda e=e: graph.neighbours(e) for e in entities])
         relate_ms, base_relate_ms = paired(
-            [lambda a=a, b=b: mem.relate_sync(ctx, a, b) for a, b in pairs],
+            [lambda a=a, b=b: mem.relations.relate(ctx, a, b) for a, b in pairs],
             [lambda a=a, b=b: adjacency.path(a, b) for a, b in pairs],
         )
         nx_relate_ms = series([lambda a=a, b=b: graph.path(a, b) for a, b in pairs])
         version_ms = series([lambda: mem.store.version("edges")] * size.queries)
-        alias_ms = series([lambda: mem.aliases_sync(ctx)] * size.queries)
+        alias_ms = series([lambda: mem.tiers.aliases(ctx)] * size.queries)
 
         # the helpers and the baseline agree
         same_conn = sum(
-            [e.id for e in mem.connections_sync(ctx, x)] == [e.id for e in adjacency.neighbours(x)] for x in entities
+            [e.id for e in mem.relations.connections(ctx, x)] == [e.id for e in adjacency.neighbours(x)] for x in entities
         )
-        hops = [(mem.relate_sync(ctx, a, b), adjacency.path(a, b)) for a, b in pairs]
+        hops = [(mem.relations.relate(ctx, a, b), adjacency.path(a, b)) for a, b in pairs]
         same_len = sum((x is None) == (y is None) and (x is None or len(x) == len(y or [])) for x, y in hops)
         lengths = [len(x) for x, _ in hops if x is not None]
     finally:
@@ -319,7 +309,7 @@ def run(size: Size, seed: int) -> tuple[list[str], dict[str, Any]]:
         ("networkx `RelationGraph(edges)` from records", nx_build_ms),
         ("adjacency dict from records", dict_build_ms),
         ("`store.version('edges')` (each helper call)", version_ms),
-        ("`aliases_sync(ctx)` (each helper call, to canonicalise)", alias_ms),
+        ("`tiers.aliases(ctx)` (each helper call, to canonicalise)", alias_ms),
         ("`RelationGraph.neighbours` alone", nx_conn_ms),
         ("`RelationGraph.path` alone", nx_relate_ms),
     ]
@@ -370,11 +360,11 @@ def report(command: str, size: Size, seed: int, table: list[str], facts: dict[st
         f"`Store.upsert` in batches of {BATCH:,} (HashingEmbedder(256) vectors), then one `Store.optimize()` "
         f"({facts['write_s']:.1f} s in all). Relations on with `max_edges=20000`. Seed {seed}.",
         "",
-        "- **graph build**: `mem.graph_sync(ctx)` after `mem._graph_cache().invalidate((ns, user))`; baseline: "
+        "- **graph build**: `mem.relations.graph(ctx)` after `mem.relations.graphs.invalidate((ns, user))`; baseline: "
         "one `store.query('edges', ...)` plus a plain-Python adjacency dict from its rows.",
-        "- **connections**: `mem.connections_sync(ctx, entity)` on a warm cache, random entities; baseline: "
+        "- **connections**: `mem.relations.connections(ctx, entity)` on a warm cache, random entities; baseline: "
         "the dict's edges of the entity, sorted strongest first.",
-        "- **relate**: `mem.relate_sync(ctx, a, b)` on a warm cache, random pairs (no hop limit); baseline: "
+        "- **relate**: `mem.relations.relate(ctx, a, b)` on a warm cache, random pairs (no hop limit); baseline: "
         "BFS over the undirected adjacency dict, strongest edge per hop.",
         "",
         f"Agreement with the baseline: connections identical for {facts['same_conn']}/{facts['queries']} "

@@ -157,8 +157,9 @@ def bench_janitor(root: Path, n_facts: int, seed: int) -> JanitorResult:
     mem.store.optimize()
     build_s = time.perf_counter() - t0
     conf, age = np.concatenate(confidences), np.concatenate(ages)
-    assert mem.semantic is not None
-    half_life, floor = mem.semantic.half_life / timedelta(days=1), mem.semantic.archive_below
+    semantic = mem.capability.semantic
+    assert semantic is not None
+    half_life, floor = semantic.half_life / timedelta(days=1), semantic.archive_below
 
     # Baseline (a): the decay and the floor test alone, vectorised.
     runs = []

@@ -539,7 +539,7 @@ def recall_with_observations(ing: Ingested, cue: str, *, tiers: Sequence[str], l
     """
     mem = ing.mem
     now = mem.clock.now()
-    aliases = mem.aliases_sync(ing.ctx)
+    aliases = mem.tiers.aliases(ing.ctx)
     qv = mem.embedder.embed([cue])[0]
     pool = max(limit * 3, 30)
     scope = {"namespace": NAMESPACE, "user_id": ing.ctx.user_id}

@@ -248,10 +248,10 @@ def run_scenario(
 
     # Breakdown: the store calls recall_sync makes for one tier, each timed alone.
     store = cap.store
-    where = Where(eq=cap.scope(ctx), isin={"status": ["active"]})
+    where = Where(eq=cap.tiers.scope(ctx), isin={"status": ["active"]})
     pool = 30
     breakdown = {
-        "aliases query": time_calls(lambda q: cap.aliases_sync(ctx), qs, warmup),
+        "aliases query": time_calls(lambda q: cap.tiers.aliases(ctx), qs, warmup),
         "vector_search (30)": time_calls(
             lambda q: store.vector_search("facts", wrapper.vector(q), where, limit=pool), qs, warmup
         ),

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
+from tiermem.memory._blocking import run_blocking
 from tiermem.memory._decay import effective_confidence, turn_decay
 from tiermem.memory._errors import TiermemError
-from tiermem.memory._records import Episode, Fact, MemoryContext, WorkingEntry
-from tiermem.memory._store import Where
+from tiermem.memory._records import Fact, MemoryContext
 from tiermem.memory._system import MemorySystem
 from tiermem.pipelines import compact_subject
 
@@ -40,30 +39,25 @@ class JanitorReport:
         return asdict(self)
 
 
-def _scopes(mem: MemorySystem) -> list[MemoryContext]:
-    pairs = set(mem.store.scopes("facts")) | set(mem.store.scopes("working")) | set(mem.store.scopes("episodes"))
-    return [MemoryContext(namespace=ns, user_id=user) for ns, user in sorted(pairs)]
-
-
 async def run_janitor(mem: MemorySystem, now: datetime | None = None, *, dry_run: bool = False) -> JanitorReport:
     """One pass over every user in the store; idempotent and safe beside live captures."""
     now = now or mem.clock.now()
     report = JanitorReport(dry_run=dry_run)
-    for ctx in _scopes(mem):
+    for ctx in await run_blocking(mem.tiers.users):
         report.users += 1
         archived = await _facts(mem, ctx, now, report, dry_run)
         await _working(mem, ctx, now, report, dry_run)
         await _episodes(mem, ctx, now, report, dry_run)
-        if mem.relations is not None:
+        if mem.relations.options is not None:
             if dry_run:  # the facts this run would archive count as gone
-                report.edges_removed += len(await asyncio.to_thread(mem.dangling_edges_sync, ctx, ignoring=archived))
+                report.edges_removed += len(await run_blocking(mem.relations.dangling_edges, ctx, ignoring=archived))
             else:
-                report.edges_removed += await asyncio.to_thread(mem.remove_dangling_edges_sync, ctx)
+                report.edges_removed += await run_blocking(mem.relations.remove_dangling_edges, ctx)
         await _compact(mem, ctx, now, report, dry_run)
-    if not dry_run and mem.hygiene is not None:
-        cleanup = mem.hygiene.cleanup_older_than
-        await asyncio.to_thread(mem.store.optimize, cleanup_older_than=cleanup)
-    report.store = await asyncio.to_thread(mem.store.stats)
+    hygiene = mem.capability.hygiene
+    if not dry_run and hygiene is not None:
+        await run_blocking(mem.store.optimize, cleanup_older_than=hygiene.cleanup_older_than)
+    report.store = await run_blocking(mem.store.stats)
     log.info("janitor: %s", report.as_dict())
     return report
 
@@ -72,30 +66,31 @@ async def _facts(
     mem: MemorySystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool
 ) -> set[str]:
     """Archive facts whose effective confidence fell under the floor; returns their ids."""
-    if mem.semantic is None:
+    semantic = mem.capability.semantic
+    if semantic is None:
         return set()
-    half_life, floor = mem.semantic.half_life, mem.semantic.archive_below
-    facts: list[Fact] = await asyncio.to_thread(mem.facts_sync, ctx)
+    half_life, floor = semantic.half_life, semantic.archive_below
+    facts = await run_blocking(mem.tiers.facts, ctx)
     faded = [
         f.model_copy(update={"status": "archived", "updated_at": now})
         for f in facts
-        if effective_confidence(f, now, half_life=half_life) < floor
+        if not f.pinned and effective_confidence(f, now, half_life=half_life) < floor
     ]
     report.facts_archived += len(faded)
     if faded and not dry_run:
-        await asyncio.to_thread(mem.put_facts_sync, faded)
+        await run_blocking(mem.tiers.put_facts, faded)
     return {f.id for f in faded}
 
 
 async def _working(mem: MemorySystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool) -> None:
-    if mem.working is None:
+    working = mem.capability.working
+    if working is None:
         return
-    where = Where(eq=mem.scope(ctx), isin={"status": ["active"]})
-    entries: list[WorkingEntry] = await asyncio.to_thread(mem.store.query, "working", where)
+    entries = await run_blocking(mem.tiers.active_working, ctx)
     latest: dict[str, int] = {}
     for e in entries:
         latest[e.session_id] = max(latest.get(e.session_id, 0), e.seq)
-    half = mem.working.salience_half_life
+    half = working.salience_half_life
     faded = [
         e.model_copy(update={"status": "overflow", "updated_at": now})
         for e in entries
@@ -103,38 +98,33 @@ async def _working(mem: MemorySystem, ctx: MemoryContext, now: datetime, report:
     ]
     report.working_faded += len(faded)
     if faded and not dry_run:
-        await asyncio.to_thread(mem.store.upsert, "working", faded, mem.embed([e.text for e in faded]))
+        await run_blocking(mem.tiers.put_working, faded)
 
 
 async def _episodes(mem: MemorySystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool) -> None:
-    if mem.episodic is None or mem.episodic.ttl is None:
+    episodic = mem.capability.episodic
+    if episodic is None or episodic.ttl is None:
         return
-    cutoff = now - mem.episodic.ttl
-    episodes: list[Episode] = await asyncio.to_thread(mem.episodes_sync, ctx)
-    expired = [e for e in episodes if e.ended_at < cutoff and e.status != "pending"]
+    cutoff = now - episodic.ttl
+    episodes = await run_blocking(mem.tiers.episodes, ctx)
+    expired = [e for e in episodes if e.ended_at < cutoff and e.status != "pending" and not e.pinned]
     report.episodes_expired += len(expired)
-    if expired and not dry_run:
-        # TTL means gone: the episode, the turns it covers and its session's closed working entries.
-        # A reused session id may have newer turns and live working memory: those stay.
-        scope = mem.scope(ctx)
-        turns = [t for e in expired for t in e.provenance]
-        closed = Where(eq={**scope, "status": "closed"}, isin={"session_id": [e.session_id for e in expired]})
-        await asyncio.to_thread(mem.store.delete, "episodes", Where(eq=scope, isin={"id": [e.id for e in expired]}))
-        if turns:
-            await asyncio.to_thread(mem.store.delete, "turns", Where(eq=scope, isin={"id": turns}))
-        await asyncio.to_thread(mem.store.delete, "working", closed)
+    if expired and not dry_run:  # TTL means gone: the episode, its turns, its session's closed entries
+        await run_blocking(mem.tiers.forget_episodes, ctx, expired)
 
 
 async def _compact(mem: MemorySystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool) -> None:
-    if mem.semantic is None:
+    semantic = mem.capability.semantic
+    if semantic is None:
         return
-    facts: list[Fact] = await asyncio.to_thread(mem.facts_sync, ctx)
-    if len(facts) <= mem.semantic.max_facts or dry_run:
+    facts = await run_blocking(mem.tiers.facts, ctx)
+    if len(facts) <= semantic.max_facts or dry_run:
         return
     by_subject: dict[str, list[Fact]] = {}
     for f in facts:
-        by_subject.setdefault(f.subject, []).append(f)
-    excess = len(facts) - mem.semantic.max_facts
+        if not f.pinned:  # a pinned fact is never merged away
+            by_subject.setdefault(f.subject, []).append(f)
+    excess = len(facts) - semantic.max_facts
     for subject, group in sorted(by_subject.items(), key=lambda kv: -len(kv[1])):
         if excess <= 0:
             break
@@ -146,6 +136,6 @@ async def _compact(mem: MemorySystem, ctx: MemoryContext, now: datetime, report:
             continue
         report.compaction_refused += plan.refused
         if plan.facts:
-            await asyncio.to_thread(mem.put_facts_sync, plan.facts)
+            await run_blocking(mem.tiers.put_facts, plan.facts)
             report.facts_merged += plan.merged_sources
             excess -= plan.merged_sources - sum(1 for f in plan.facts if f.status == "active")

@@ -6,12 +6,12 @@ captures, and returns (and logs) a report of counts.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any
 
+from tiermem.memory._blocking import run_blocking
 from tiermem.memory._records import MemoryContext
 from tiermem.memory._store import Where
 from tiermem.memory._system import MemorySystem
@@ -23,7 +23,7 @@ log = logging.getLogger("tiermem.jobs")
 
 async def run_consolidation(mem: MemorySystem, now: datetime | None = None) -> dict[str, Any]:
     """Consolidate every user with pending episodes."""
-    scopes = await asyncio.to_thread(mem.store.scopes, "episodes", Where(eq={}, isin={"status": ["pending"]}))
+    scopes = await run_blocking(mem.store.scopes, "episodes", Where(eq={}, isin={"status": ["pending"]}))
     report: dict[str, Any] = {"users": 0, "episodes": 0, "deferred": 0, "refused": 0}
     for namespace, user in scopes:
         result = await mem.consolidate(MemoryContext(namespace=namespace, user_id=user))
@@ -38,14 +38,14 @@ async def run_consolidation(mem: MemorySystem, now: datetime | None = None) -> d
 async def run_digests(mem: MemorySystem, now: datetime | None = None) -> dict[str, Any]:
     """Rewrite the digest of every user whose facts changed since their last digest."""
     report: dict[str, Any] = {"users": 0, "written": 0, "unchanged": 0, "deferred": 0}
-    if mem.digest_options is None:
+    if mem.capability.digest_options is None:
         return report
-    scopes = await asyncio.to_thread(mem.store.scopes, "facts", Where(eq={}, isin={"status": ["active"]}))
+    scopes = await run_blocking(mem.store.scopes, "facts", Where(eq={}, isin={"status": ["active"]}))
     for namespace, user in scopes:
         ctx = MemoryContext(namespace=namespace, user_id=user)
         report["users"] += 1
-        facts = await asyncio.to_thread(mem.facts_sync, ctx)
-        latest = await asyncio.to_thread(mem.latest_digest_sync, ctx)
+        facts = await run_blocking(mem.tiers.facts, ctx)
+        latest = await run_blocking(mem.tiers.latest_digest, ctx)
         if latest is not None and latest.metadata.get("fingerprint") == mem.fact_fingerprint(facts):
             report["unchanged"] += 1
             continue
@@ -61,10 +61,11 @@ async def close_idle_sessions(
 ) -> dict[str, Any]:
     """Sessions with no turn for ``idle_after`` (default: the episodic option) become episodes."""
     now = now or mem.clock.now()
-    idle = idle_after or (mem.episodic.idle_after if mem.episodic else timedelta(minutes=30))
+    episodic = mem.capability.episodic
+    idle = idle_after or (episodic.idle_after if episodic else timedelta(minutes=30))
     report: dict[str, Any] = {"closed": 0, "deferred": 0}
-    last_turn = await asyncio.to_thread(mem.store.last_activity, "turns")
-    encoded = await asyncio.to_thread(mem.store.last_activity, "episodes")
+    last_turn = await run_blocking(mem.store.last_activity, "turns")
+    encoded = await run_blocking(mem.store.last_activity, "episodes")
     for (namespace, user, session), when in sorted(last_turn.items()):
         if when > now - idle:
             continue

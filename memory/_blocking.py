@@ -6,9 +6,22 @@ import asyncio
 import functools
 import inspect
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["Blocking"]
+__all__ = ["Blocking", "run_blocking"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def run_blocking(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run a store or embedder call on a worker thread: each is a disk or network round trip.
+
+    The one idiom for blocking work under ``async def``: nothing that reads the store, writes it or
+    embeds runs on the event loop's thread.
+    """
+    return await asyncio.to_thread(fn, *args, **kwargs)
 
 
 class _LoopThread:

@@ -1,88 +1,60 @@
-"""The read side: ``create_memory_capability()`` and the ``MemoryCapability`` it returns."""
+"""The read side: ``create_memory_capability()`` and the ``MemoryCapability`` it returns.
+
+A capability holds three blocking components over one store: the tier repository
+(:class:`~tiermem.memory._tiers.Tiers`), the relations graph
+(:class:`~tiermem.memory._relations.Relations`) and recall's search
+(:class:`~tiermem.memory._search.Search`). Its async methods check their arguments, then run the
+component's method of the same name and signature off the event loop.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, ParamSpec, Protocol, TypeVar, runtime_checkable
+from typing import Any, Never, Protocol, runtime_checkable
 
-from ._blocking import Blocking
+from ._blocking import Blocking, run_blocking
 from ._clock import Clock, SystemClock
 from ._context import TokenCounter, approx_tokens, render_context
-from ._embedders import Embedder, resolve_embedder
+from ._embedders import Embedder, embedder_for_store, resolve_embedder
 from ._errors import ConfigurationError, InvalidArgumentError
+from ._governance import Governance, MemoryPage, MemoryStats, MemoryVersion
 from ._options import (
+    MEMORY_CAPABILITY_PRESETS,
+    CapabilityPreset,
     DigestOptions,
     EpisodicOptions,
     HygieneOptions,
     RecallOptions,
     SemanticOptions,
     WorkingOptions,
+    reject_unknown,
     resolve_tier,
 )
-from ._recall import BACKGROUND, Candidate, named_subjects, rank, rank_without_cue, to_memory_item
-from ._records import MemoryContext, MemoryItem, RankedMemoryItem
-from ._relations import RelationsMixin
-from ._store import Store, TableName, Where
+from ._portability import Destination, ExportReport, Portability
+from ._recall import rank_without_cue
+from ._records import (
+    Alias,
+    Digest,
+    Edge,
+    Episode,
+    Fact,
+    MemoryContext,
+    MemoryItem,
+    RankedMemoryItem,
+    Tier,
+    WorkingEntry,
+)
+from ._relations import Relations
+from ._search import Search, SearchTier
+from ._store import Store
+from ._subjects import USER
+from ._tiers import Tiers, checked_context
 from ._tools import MemoryTool, RecallArguments, Toolset
 
-__all__ = [
-    "MEMORY_CAPABILITY_PRESETS",
-    "CapabilityPreset",
-    "MemoryCapability",
-    "MemoryProvider",
-    "capability_options",
-    "create_memory_capability",
-]
-
-P = ParamSpec("P")
-T = TypeVar("T")
-SearchTier = Literal["working", "episodic", "semantic", "digest"]
-# Where each tier is searched. The episodic tier is the sessions' episodes plus their turn log:
-# a summary finds the right conversation, the log the line in it.
-_SOURCES: dict[SearchTier, tuple[TableName, ...]] = {
-    "working": ("working",),
-    "episodic": ("episodes", "turns"),
-    "semantic": ("facts",),
-    "digest": ("digests",),
-}
-_LIVE: dict[TableName, list[str]] = {
-    "working": ["active", "overflow"],
-    "episodes": ["pending", "consolidated"],
-    "facts": ["active"],
-    "digests": ["active"],
-}
-_BROWSE = ("working", "episodes", "facts", "digests")  # without a cue the raw log is noise
-
-
-_SEARCHES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tiermem-search")
-_GRAPH_EDGES = 10  # edges per named entity admitted by graph expansion
-_GRAPH_FACTS = 8  # neighbour facts admitted by graph expansion
-# Relevance given to what only the graph links to the cue: enough to be recalled, below direct matches.
-_GRAPH_EDGE_FLOOR = 0.4
-_GRAPH_FACT_FLOOR = 0.35
-
-
-@dataclass(frozen=True, kw_only=True)
-class CapabilityPreset:
-    """Which tools and which context sections a capability offers."""
-
-    tools: tuple[str, ...]
-    sections: tuple[str, ...]
-
-
-_ALL_SECTIONS = ("digest", "working", "semantic", "relation", "episodic")
-MEMORY_CAPABILITY_PRESETS: dict[str, CapabilityPreset] = {
-    "default": CapabilityPreset(tools=("memory_recall", "memory_connect"), sections=_ALL_SECTIONS),
-    "connect": CapabilityPreset(tools=("memory_recall", "memory_connect"), sections=_ALL_SECTIONS),
-    "recall": CapabilityPreset(tools=("memory_recall",), sections=_ALL_SECTIONS),
-    "context": CapabilityPreset(tools=(), sections=_ALL_SECTIONS),
-    "tools": CapabilityPreset(tools=("memory_recall", "memory_connect"), sections=()),
-}
+__all__ = ["MemoryCapability", "MemoryProvider", "create_memory_capability"]
 
 
 @runtime_checkable
@@ -99,25 +71,23 @@ class MemoryProvider(Protocol):
         subject: str | None = None,
     ) -> list[RankedMemoryItem]: ...
 
-    async def format_context(self, input: str, ctx: MemoryContext, *, max_tokens: int | None = None) -> str: ...
+    async def format_context(self, ctx: MemoryContext, input: str, *, max_tokens: int | None = None) -> str: ...
 
 
-def _default_store() -> str:
-    return os.environ.get("TIERMEM_STORE") or str(Path.home() / ".tiermem" / "store")
+def _checked_text(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{what} must be a string, not {type(value).__name__}")
+    return value
 
 
-class MemoryCapability(RelationsMixin):
+class MemoryCapability:
     """Recall, the context block, tools and typed tier helpers over one store."""
 
     def __init__(
         self,
         *,
-        store: Store,
-        embedder: Embedder,
-        clock: Clock,
-        working: WorkingOptions | None,
+        tiers: Tiers,
         episodic: EpisodicOptions | None,
-        semantic: SemanticOptions | None,
         digest: DigestOptions | None,
         hygiene: HygieneOptions | None,
         recall_options: RecallOptions,
@@ -125,22 +95,40 @@ class MemoryCapability(RelationsMixin):
         max_context_tokens: int,
         token_counter: TokenCounter,
     ) -> None:
-        super().__init__(store=store, embedder=embedder, clock=clock, working=working, semantic=semantic)
+        self.tiers = tiers
+        self.relations = Relations(tiers=tiers, semantic=tiers.semantic)
+        self.working = tiers.working
         self.episodic = episodic
+        self.semantic = tiers.semantic
         self.digest_options = digest
         self.hygiene = hygiene
         self.recall_options = recall_options
         self.preset = preset
         self.max_context_tokens = max_context_tokens
         self.token_counter = token_counter
-        self._background: Any = None
+        self.search = Search(
+            tiers=tiers, relations=self.relations, enabled=self.enabled_tiers(), options=recall_options
+        )
+        self.governance = Governance(
+            store=tiers.store,
+            embedder=tiers.embedder,
+            clock=tiers.clock,
+            semantic=tiers.semantic,
+            working=tiers.working,
+        )
+        self.portability = Portability(self.governance)
 
-    # -- plumbing ---------------------------------------------------------------------------
+    @property
+    def store(self) -> Store:
+        return self.tiers.store
 
-    @staticmethod
-    async def _run(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Store and embedder work is blocking I/O: keep it off the event loop."""
-        return await asyncio.to_thread(fn, *args, **kwargs)
+    @property
+    def embedder(self) -> Embedder:
+        return self.tiers.embedder
+
+    @property
+    def clock(self) -> Clock:
+        return self.tiers.clock
 
     def blocking(self) -> Blocking:
         """A synchronous facade for scripts without asyncio: same methods, no ``await``."""
@@ -155,30 +143,9 @@ class MemoryCapability(RelationsMixin):
         }
         return [tier for tier, opts in flags.items() if opts is not None]
 
-    def _tiers(self, tiers: Sequence[str] | None) -> list[SearchTier]:
-        enabled = self.enabled_tiers()
-        if tiers is None:
-            return enabled
-        unknown = [t for t in tiers if t not in _SOURCES]
-        if unknown:
-            raise InvalidArgumentError(f"unknown tiers {unknown}; choose from {list(_SOURCES)}")
-        return [t for t in enabled if t in tiers]
-
-    def _where(self, ctx: MemoryContext, table: TableName, subject: str | None) -> Where | None:
-        eq = self.scope(ctx)
-        if subject is not None:
-            eq["subject"] = subject
-        if table == "working":
-            if ctx.session_id is None:
-                return None
-            eq["session_id"] = ctx.session_id
-        if table == "turns":
-            # The current session's turns are already in the agent's context window.
-            return Where(eq=eq, ne={"session_id": ctx.session_id} if ctx.session_id else None)
-        return Where(eq=eq, isin={"status": _LIVE[table]})
-
-    def _tables(self, tiers: Sequence[SearchTier]) -> list[TableName]:
-        return [table for tier in tiers for table in _SOURCES[tier]]
+    def item(self, record: Any, now: datetime, session_seq: int = 0) -> MemoryItem:
+        """Any stored record as a memory item, its confidence decayed to ``now``."""
+        return self.search.item(record, now, session_seq)
 
     # -- recall -----------------------------------------------------------------------------
 
@@ -192,7 +159,8 @@ class MemoryCapability(RelationsMixin):
         subject: str | None = None,
     ) -> list[RankedMemoryItem]:
         """Memories across the enabled tiers, ranked for ``cue`` (most recent and salient without one)."""
-        return await self._run(self.recall_sync, ctx, cue, limit=limit, tiers=tiers, subject=subject)
+        checked_context(ctx)
+        return await run_blocking(self.recall_sync, ctx, cue, limit=limit, tiers=tiers, subject=subject)
 
     def recall_sync(
         self,
@@ -204,124 +172,44 @@ class MemoryCapability(RelationsMixin):
         subject: str | None = None,
     ) -> list[RankedMemoryItem]:
         """The blocking body of :meth:`recall`."""
-        if not 1 <= limit <= 1000:
-            raise InvalidArgumentError("limit must be between 1 and 1000")
-        aliases = self.aliases_sync(ctx)
-        canon = self.canonical(subject, aliases) if subject is not None else None
-        now = self.clock.now()
-        chosen = self._tiers(tiers)
-        session_seq = self.session_seq(ctx) if "working" in chosen else 0
-        if cue is None or not cue.strip():
-            items: list[MemoryItem] = []
-            for table in (t for t in self._tables(chosen) if t in _BROWSE):
-                where = self._where(ctx, table, canon)
-                if where is not None:
-                    records = self.store.query(table, where)
-                    items += [self.item(r, now, session_seq) for r in records]
-            return rank_without_cue(items, now=now, options=self.recall_options, limit=limit)
-        query_vector = self.embed([cue])[0]
-        pool = max(limit * 3, 30)
-        found: dict[tuple[str, str], Candidate] = {}
-        # One full-text and one vector search per table, all in flight at once (LanceDB releases the GIL).
-        searches = []
-        for table in self._tables(chosen):
-            where = self._where(ctx, table, canon)
-            if where is not None:
-                lexical_job = _SEARCHES.submit(self.store.text_search, table, cue, where, limit=pool)
-                vector_job = _SEARCHES.submit(self.store.vector_search, table, query_vector, where, limit=pool)
-                searches.append((table, lexical_job, vector_job))
-        for table, lexical_job, vector_job in searches:
-            text_hits = lexical_job.result()
-            lexical = {h.record.id: h.score for h in text_hits}
-            hits = {h.record.id: h for h in vector_job.result()}
-            hits.update({h.record.id: h for h in text_hits})
-            for rid, hit in hits.items():
-                found[(table, rid)] = Candidate(
-                    item=self.item(hit.record, now, session_seq),
-                    similarity=float(hit.vector @ query_vector),
-                    lexical=lexical.get(rid, 0.0),
-                )
-        named = named_subjects(cue, aliases)
-        if self.relations is not None and canon is None and "semantic" in chosen:
-            self._expand_through_graph(ctx, query_vector, named, now, found)
-        return rank(
-            list(found.values()),
-            now=now,
-            options=self.recall_options,
-            cue=cue,
-            related_similarity=self._related_similarity(query_vector),
-            named=named,
-            limit=limit,
-        )
-
-    def _related_similarity(self, query_vector: Any) -> float:
-        """The cosine a memory must reach to count as related on its vector alone, for this cue."""
-        if self._background is None:
-            self._background = self.embedder.embed(list(BACKGROUND))
-        return float((self._background @ query_vector).max()) + self.recall_options.related_margin
-
-    def _expand_through_graph(
-        self, ctx: MemoryContext, query_vector: Any, named: set[str], now: Any, found: dict[tuple[str, str], Candidate]
-    ) -> None:
-        """Entities the cue names bring their edges and their one-hop neighbours' facts into the pool."""
-        graph = self.graph_sync(ctx)
-        entities = sorted(n for n in named if n in graph)
-        if not entities:
-            return
-        edges = {e.id: e for entity in entities for e in graph.neighbours(entity)[:_GRAPH_EDGES]}
-        if edges:
-            vectors = self.embed([e.text for e in edges.values()])
-            for edge, vector in zip(edges.values(), vectors, strict=True):
-                found.setdefault(
-                    ("edges", edge.id),
-                    Candidate(
-                        item=self.item(edge, now),
-                        similarity=float(vector @ query_vector),
-                        lexical=0.0,
-                        via_graph=_GRAPH_EDGE_FLOOR,
-                    ),
-                )
-        neighbours = sorted({n for entity in entities for n in graph.neighbour_nodes(entity)} - set(entities))
-        if not neighbours:
-            return
-        where = Where(eq=self.scope(ctx), isin={"status": ["active"], "subject": neighbours})
-        for hit in self.store.vector_search("facts", query_vector, where, limit=_GRAPH_FACTS):
-            key = ("facts", hit.record.id)
-            old = found.get(key)
-            found[key] = Candidate(
-                item=old.item if old else self.item(hit.record, now),
-                similarity=float(hit.vector @ query_vector),
-                lexical=old.lexical if old else 0.0,
-                via_graph=_GRAPH_FACT_FLOOR,
-            )
-
-    def item(self, record: Any, now: Any, session_seq: int = 0) -> MemoryItem:
-        return to_memory_item(record, now, semantic=self.semantic, working=self.working, session_seq=session_seq)
+        checked_context(ctx)
+        if cue is not None:
+            _checked_text(cue, "cue")
+        if subject is not None:
+            _checked_text(subject, "subject")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidArgumentError("limit must be an int between 1 and 1000")
+        if isinstance(tiers, str):
+            raise InvalidArgumentError("tiers must be a list of tier names, not a string")
+        return self.search.recall(ctx, cue, limit=limit, tiers=tiers, subject=subject)
 
     # -- context block ----------------------------------------------------------------------
 
-    async def format_context(self, input: str, ctx: MemoryContext, *, max_tokens: int | None = None) -> str:
+    async def format_context(self, ctx: MemoryContext, input: str, *, max_tokens: int | None = None) -> str:
         """The per-turn ``<memory>`` block for ``input``, a section per tier, within ``max_tokens``."""
-        return await self._run(self.format_context_sync, input, ctx, max_tokens=max_tokens)
+        checked_context(ctx)
+        return await run_blocking(self.format_context_sync, ctx, input, max_tokens=max_tokens)
 
-    def format_context_sync(self, input: str, ctx: MemoryContext, *, max_tokens: int | None = None) -> str:
+    def format_context_sync(self, ctx: MemoryContext, input: str, *, max_tokens: int | None = None) -> str:
         """The blocking body of :meth:`format_context`."""
+        checked_context(ctx)
+        _checked_text(input, "input")
         budget = max_tokens if max_tokens is not None else self.max_context_tokens
-        if budget < 16:
-            raise InvalidArgumentError("max_tokens must be at least 16")
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 16:
+            raise InvalidArgumentError("max_tokens must be an int of at least 16")
         wanted = [s for s in self.preset.sections if s in self.enabled_tiers() or s == "relation"]
         sections: dict[str, list[MemoryItem]] = {s: [] for s in wanted}
         search = [t for t in self.enabled_tiers() if t in wanted and t != "digest"]
         if search and input.strip():
-            for item in self.recall_sync(ctx, input, limit=24, tiers=search):
+            for item in self.search.recall(ctx, input, limit=24, tiers=search, subject=None):
                 sections.setdefault(item.tier, []).append(item)
         now = self.clock.now()
         if "digest" in wanted:
-            latest = self.latest_digest_sync(ctx)
+            latest = self.tiers.latest_digest(ctx)
             sections["digest"] = [self.item(latest, now)] if latest else []
         if "working" in wanted and ctx.session_id is not None:
             seen = {i.id for i in sections.get("working", [])}
-            session = self.working_memory_sync(ctx, include_inactive=True)  # one read: entries and turn count
+            session = self.tiers.working_memory(ctx, include_inactive=True)  # one read: entries and turn count
             seq = max((e.seq for e in session), default=0)
             recent = rank_without_cue(
                 [self.item(e, now, seq) for e in session if e.status == "active"],
@@ -336,17 +224,13 @@ class MemoryCapability(RelationsMixin):
 
     def tools(self, ctx: MemoryContext) -> Toolset:
         """Tools bound to ``ctx``; arguments can never change whose memory they read."""
+        checked_context(ctx)
         bound: list[MemoryTool] = []
         if "memory_recall" in self.preset.tools:
             bound.append(self._recall_tool(ctx))
-        bound += self.extra_tools(ctx)
+        if self.relations.options is not None and "memory_connect" in self.preset.tools:
+            bound.append(self.relations.connect_tool(ctx))
         return Toolset(bound)
-
-    def extra_tools(self, ctx: MemoryContext) -> list[MemoryTool]:
-        """``memory_connect`` when relations are on and the preset offers it."""
-        if self.relations is not None and "memory_connect" in self.preset.tools:
-            return [self.connect_tool(ctx)]
-        return []
 
     def _recall_tool(self, ctx: MemoryContext) -> MemoryTool:
         async def handler(args: Any) -> list[RankedMemoryItem]:
@@ -357,14 +241,162 @@ class MemoryCapability(RelationsMixin):
             name="memory_recall",
             description=(
                 "Search long-term memory about the user and the people and organisations in their life. "
-                "Returns memories ranked by relevance, each with its tier, subject and confidence."
+                "Returns memories ranked by relevance, each with its id, tier, subject, date and text "
+                "(verbose: also confidence, scores, provenance and metadata)."
             ),
             arguments=RecallArguments,
             handler=handler,
         )
 
+    # -- the tiers, one by one (each the async twin of the Tiers / Relations method) ----------
 
-def capability_options(
+    async def add_alias(self, ctx: MemoryContext, name: str, subject: str = USER) -> Alias:
+        """Record that ``name`` (e.g. "Caroline") stands for ``subject`` (by default the user)."""
+        return await run_blocking(self.tiers.add_alias, checked_context(ctx), name, subject)
+
+    async def aliases(self, ctx: MemoryContext) -> dict[str, str]:
+        """Display name (lowercased) -> subject, for this user."""
+        return await run_blocking(self.tiers.aliases, checked_context(ctx))
+
+    async def working_memory(self, ctx: MemoryContext, *, include_inactive: bool = False) -> list[WorkingEntry]:
+        """This session's working entries (the active ones unless ``include_inactive``)."""
+        return await run_blocking(self.tiers.working_memory, checked_context(ctx), include_inactive=include_inactive)
+
+    async def add_working_memory(
+        self,
+        ctx: MemoryContext,
+        text: str,
+        *,
+        subject: str = USER,
+        kind: str = "note",
+        salience: float = 0.5,
+        seq: int | None = None,
+        provenance: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+    ) -> WorkingEntry:
+        """Add one observation to this session's working memory."""
+        return await run_blocking(
+            self.tiers.add_working_memory, checked_context(ctx), text, subject=subject, kind=kind,
+            salience=salience, seq=seq, provenance=provenance, metadata=metadata,
+        )  # fmt: skip
+
+    async def add_episode(self, episode: Episode) -> Episode:
+        """Write one episode (its scope is its own)."""
+        if not isinstance(episode, Episode):
+            raise InvalidArgumentError(f"add_episode needs an Episode, not {type(episode).__name__}")
+        return await run_blocking(self.tiers.add_episode, episode)
+
+    async def recent_episodes(self, ctx: MemoryContext, *, limit: int = 5) -> list[Episode]:
+        """The latest live episodes."""
+        return await run_blocking(self.tiers.recent_episodes, checked_context(ctx), limit=limit)
+
+    async def facts(
+        self, ctx: MemoryContext, *, subject: str | None = None, include_inactive: bool = False
+    ) -> list[Fact]:
+        """This user's facts, oldest first (active only unless ``include_inactive``)."""
+        return await run_blocking(
+            self.tiers.facts, checked_context(ctx), subject=subject, include_inactive=include_inactive
+        )
+
+    async def add_semantic_fact(
+        self,
+        ctx: MemoryContext,
+        text: str,
+        *,
+        subject: str = USER,
+        confidence: float = 0.8,
+        provenance: Sequence[str] = (),
+        valid_from: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Fact:
+        """Add a fact; the same fact again reinforces it instead of duplicating it."""
+        return await run_blocking(
+            self.tiers.add_semantic_fact, checked_context(ctx), text, subject=subject, confidence=confidence,
+            provenance=provenance, valid_from=valid_from, metadata=metadata,
+        )  # fmt: skip
+
+    async def remember(self, ctx: MemoryContext, text: str, *, subject: str = USER) -> Fact:
+        """Store something the application was told to remember, as a high-confidence fact."""
+        return await self.add_semantic_fact(
+            ctx, text, subject=subject, confidence=0.95, metadata={"source": "remember"}
+        )
+
+    async def set_digest(
+        self,
+        ctx: MemoryContext,
+        text: str,
+        *,
+        provenance: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Digest:
+        """Replace the user's digest (one per user; the revision counts up in metadata)."""
+        return await run_blocking(
+            self.tiers.set_digest, checked_context(ctx), text, provenance=provenance, metadata=metadata
+        )
+
+    async def latest_digest(self, ctx: MemoryContext) -> Digest | None:
+        return await run_blocking(self.tiers.latest_digest, checked_context(ctx))
+
+    async def connections(self, ctx: MemoryContext, entity: str) -> list[Edge]:
+        """Edges into or out of ``entity`` (empty when relations are off)."""
+        return await run_blocking(self.relations.connections, checked_context(ctx), _checked_text(entity, "entity"))
+
+    async def relate(self, ctx: MemoryContext, a: str, b: str, *, max_hops: int | None = None) -> list[Edge] | None:
+        """The edges of a shortest path from ``a`` to ``b``, or None."""
+        return await run_blocking(
+            self.relations.relate, checked_context(ctx), _checked_text(a, "a"), _checked_text(b, "b"),
+            max_hops=max_hops,
+        )  # fmt: skip
+
+    async def ego_graph(self, ctx: MemoryContext, entity: str, *, radius: int = 1) -> dict[str, Any]:
+        """``{"nodes": [...], "edges": [...]}`` within ``radius`` hops of ``entity``."""
+        return await run_blocking(
+            self.relations.ego_graph, checked_context(ctx), _checked_text(entity, "entity"), radius=radius
+        )
+
+    # -- inspect (the governance component, memory/_governance.py) --------------------------
+
+    async def get(self, ctx: MemoryContext, id: str) -> MemoryItem:
+        """One memory of any tier (or a captured turn) by id; MemoryNotFoundError when not this user's."""
+        return await self.governance.get(ctx, id)
+
+    async def history(self, ctx: MemoryContext, id: str) -> list[MemoryVersion]:
+        """Every version of a memory, oldest first, with validity times and the captured turns behind each."""
+        return await self.governance.history(ctx, id)
+
+    async def subjects(self, ctx: MemoryContext) -> list[str]:
+        """The canonical subjects the user's memories are about."""
+        return await self.governance.subjects(ctx)
+
+    async def stats(self, ctx: MemoryContext) -> MemoryStats:
+        """Counts per tier and status, pending work, and the store's bytes on disk."""
+        return await self.governance.stats(ctx)
+
+    async def export(self, ctx: MemoryContext, destination: Destination) -> ExportReport:
+        """Write the user's memory as JSON Lines (a header, then every record) to a path or text file."""
+        return await self.portability.export(ctx, destination)
+
+    async def list(  # last in the class: below it, ``list`` in an annotation would name this method
+        self,
+        ctx: MemoryContext,
+        *,
+        tier: Tier | Sequence[Tier] | None = None,
+        subject: str | None = None,
+        status: str | Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> MemoryPage:
+        """The user's memories oldest first, a page at a time: pass ``next_cursor`` back for the next."""
+        return await self.governance.list_memories(
+            ctx, tier=tier, subject=subject, status=status, limit=limit, cursor=cursor
+        )
+
+
+def _default_store() -> str:
+    return os.environ.get("TIERMEM_STORE") or str(Path.home() / ".tiermem" / "store")
+
+
+def create_memory_capability(
     *,
     store: str | Path | Store | None = None,
     embedder: Embedder | str | None = None,
@@ -379,43 +411,50 @@ def capability_options(
     clock: Clock | None = None,
     max_context_tokens: int = 1000,
     token_counter: TokenCounter | None = None,
-) -> dict[str, Any]:
-    """Validate the options shared by ``create_memory_capability`` and ``system``; open the store."""
+    **unknown: Never,
+) -> MemoryCapability:
+    """Build the read side over a store (a folder, ``s3://...`` or ``db://...``).
+
+    ``embedder``: a name, a litellm model (+ ``embedder_dimensions``) or an :class:`Embedder`;
+    ``working``, ``episodic``, ``semantic``, ``digest``, ``hygiene``: True / False / dict / options
+    model each; ``recall``: ranking weights; ``preset``: which tools and context sections.
+    An unknown keyword raises :class:`ConfigurationError` naming the closest valid one.
+    """
+    reject_unknown(create_memory_capability, unknown)
     if isinstance(preset, str):
         if preset not in MEMORY_CAPABILITY_PRESETS:
             raise ConfigurationError(f"unknown preset {preset!r}; choose from {sorted(MEMORY_CAPABILITY_PRESETS)}")
         preset = MEMORY_CAPABILITY_PRESETS[preset]
-    if max_context_tokens < 16:
-        raise ConfigurationError("max_context_tokens must be at least 16")
+    if not isinstance(preset, CapabilityPreset):
+        raise ConfigurationError(f"preset must be a name or a CapabilityPreset, not {type(preset).__name__}")
+    if isinstance(max_context_tokens, bool) or not isinstance(max_context_tokens, int) or max_context_tokens < 16:
+        raise ConfigurationError("max_context_tokens must be an int of at least 16")
+    if embedder is None and (store is None or isinstance(store, (str, Path))):  # an existing store keeps its own
+        embedder = embedder_for_store(str(store) if store is not None else _default_store())
     emb = resolve_embedder(embedder, dimensions=embedder_dimensions)
     if isinstance(store, Store):
         if (store.embedder_id, store.dimensions) != (emb.id, emb.dimensions):
             raise ConfigurationError("the given Store was opened for another embedder")
         opened = store
-    else:
+    elif store is None or isinstance(store, (str, Path)):
         uri = str(store) if store is not None else _default_store()
         opened = Store(uri, embedder_id=emb.id, dimensions=emb.dimensions)
-    return {
-        "store": opened,
-        "embedder": emb,
-        "clock": clock or SystemClock(),
-        "working": resolve_tier(working, WorkingOptions, "working"),
-        "episodic": resolve_tier(episodic, EpisodicOptions, "episodic"),
-        "semantic": resolve_tier(semantic, SemanticOptions, "semantic"),
-        "digest": resolve_tier(digest, DigestOptions, "digest"),
-        "hygiene": resolve_tier(hygiene, HygieneOptions, "hygiene"),
-        "recall_options": resolve_tier(recall or True, RecallOptions, "recall") or RecallOptions(),
-        "preset": preset,
-        "max_context_tokens": max_context_tokens,
-        "token_counter": token_counter or approx_tokens,
-    }
-
-
-def create_memory_capability(**options: Any) -> MemoryCapability:
-    """Build the read side over a store (a folder, ``s3://...`` or ``db://...``).
-
-    Options: ``store``, ``embedder`` (+ ``embedder_dimensions`` for litellm models), ``working``,
-    ``episodic``, ``semantic``, ``digest``, ``hygiene`` (each True / False / dict / options model),
-    ``recall`` (ranking weights), ``preset``, ``clock``, ``max_context_tokens``, ``token_counter``.
-    """
-    return MemoryCapability(**capability_options(**options))
+    else:
+        raise ConfigurationError(f"store must be a path, a URI or a Store, not {type(store).__name__}")
+    tiers = Tiers(
+        store=opened,
+        embedder=emb,
+        clock=clock or SystemClock(),
+        working=resolve_tier(working, WorkingOptions, "working"),
+        semantic=resolve_tier(semantic, SemanticOptions, "semantic"),
+    )
+    return MemoryCapability(
+        tiers=tiers,
+        episodic=resolve_tier(episodic, EpisodicOptions, "episodic"),
+        digest=resolve_tier(digest, DigestOptions, "digest"),
+        hygiene=resolve_tier(hygiene, HygieneOptions, "hygiene"),
+        recall_options=resolve_tier(recall or True, RecallOptions, "recall") or RecallOptions(),
+        preset=preset,
+        max_context_tokens=max_context_tokens,
+        token_counter=token_counter or approx_tokens,
+    )

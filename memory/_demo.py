@@ -104,6 +104,6 @@ async def run_demo(
     ctx = base.model_copy(update={"session_id": "session-4"})
     cue = "What should we cook for Moni this weekend?"
     out(f"\n== context block for {cue!r}")
-    out(textwrap.indent(await mem.format_context(cue, ctx, max_tokens=400), "  "))
+    out(textwrap.indent(await mem.format_context(ctx, cue, max_tokens=400), "  "))
     out(f"\n== model usage: {mem.usage() or 'no model calls (rules model)'}")
     return mem

@@ -1,12 +1,16 @@
 """Embedders: the Protocol and the shipped implementations.
 
-The default is a static model2vec model distilled from all-MiniLM-L6-v2 and shipped in the
-package (numpy and tokenizers at run time, no torch, no network). ``bench/EMBEDDERS.md`` has the
-figures behind that choice.
+The default is all-MiniLM-L6-v2 exported to ONNX with int8 weights and shipped in the package
+(``minilm-onnx``: onnxruntime and tokenizers at run time, no torch, no network). The static
+model2vec distillation of the same model (``minilm-static``, the default before) still ships:
+stores written with it keep opening with it. ``bench/EMBEDDERS.md`` has the figures behind the
+choice; ``tiermem reembed`` moves a store from one embedder to another.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 import threading
 import zlib
@@ -21,15 +25,22 @@ from ._errors import ConfigurationError, EmbedderError
 
 __all__ = [
     "DEFAULT_EMBEDDER",
+    "SHIPPED_EMBEDDERS",
     "Embedder",
     "HashingEmbedder",
     "LiteLLMEmbedder",
+    "OnnxEmbedder",
     "SentenceTransformerEmbedder",
     "StaticEmbedder",
+    "embedder_for_id",
+    "embedder_for_store",
+    "embedder_name",
     "resolve_embedder",
 ]
 
-DEFAULT_EMBEDDER = "minilm-static"
+DEFAULT_EMBEDDER = "minilm-onnx"
+# Names resolve_embedder accepts for the embedders that ship in the package, no extra installs.
+SHIPPED_EMBEDDERS = ("minilm-onnx", "minilm-static", "hashing")
 
 
 @runtime_checkable
@@ -90,8 +101,8 @@ class HashingEmbedder:
         return _normalise(out)
 
 
-def _asset_path() -> Path:
-    return Path(str(resources.files("tiermem.memory").joinpath("_assets", "minilm-static")))
+def _asset_path(name: str = "minilm-static") -> Path:
+    return Path(str(resources.files("tiermem.memory").joinpath("_assets", name)))
 
 
 class StaticEmbedder:
@@ -135,6 +146,110 @@ class StaticEmbedder:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         model = self._load()
         return _normalise(model.encode(list(texts), show_progress_bar=False))
+
+
+class OnnxEmbedder:
+    """The default: all-MiniLM-L6-v2 as an int8 ONNX model, run by onnxruntime, loaded lazily.
+
+    Texts are tokenized with the model's own ``tokenizer.json`` (truncated to 256 tokens), sorted
+    by length and run in batches padded to their longest text; the token embeddings are
+    mean-pooled over the attention mask and L2-normalised, as sentence-transformers does for this
+    model. ``threads`` is onnxruntime's intra-op thread count (default: up to 2 of the machine's
+    cores, and the threads sleep rather than spin between calls so an idle process costs nothing).
+    ``bench/export_onnx_embedder.py`` makes the shipped files.
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        model_id: str | None = None,
+        threads: int | None = None,
+        batch_size: int = 32,
+    ) -> None:
+        if path is not None and model_id is None:
+            raise ConfigurationError("OnnxEmbedder(path=...) needs a model_id naming that model (stored in the store)")
+        if batch_size < 1:
+            raise ConfigurationError("OnnxEmbedder batch_size must be at least 1")
+        self._path = Path(path) if path is not None else _asset_path("minilm-onnx")
+        self._id = model_id or "minilm-l6-onnx-int8-v1"
+        self._threads = threads if threads is not None else max(1, min(2, os.cpu_count() or 1))
+        self._batch_size = batch_size
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+        self._dims: int | None = None
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    def _load(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._session is None:
+                try:
+                    import onnxruntime as ort
+                    from tokenizers import Tokenizer
+                except ImportError as exc:  # pragma: no cover - both are core dependencies
+                    raise EmbedderError("the default embedder needs the onnxruntime and tokenizers packages") from exc
+                model, vocab = self._path / "model.onnx", self._path / "tokenizer.json"
+                if not (model.exists() and vocab.exists()):
+                    raise EmbedderError(f"ONNX embedder files are missing at {self._path}")
+                try:
+                    tokenizer = Tokenizer.from_file(str(vocab))
+                    tokenizer.no_padding()  # each batch is padded below, to its own longest text
+                    if tokenizer.truncation is None:
+                        tokenizer.enable_truncation(256)
+                    options = ort.SessionOptions()
+                    options.intra_op_num_threads = self._threads
+                    options.inter_op_num_threads = 1
+                    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+                    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                    options.log_severity_level = 3
+                    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+                    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+                    width = session.get_outputs()[0].shape[-1]
+                except Exception as exc:
+                    raise EmbedderError(f"cannot load the ONNX embedder from {self._path}: {exc}") from exc
+                if not isinstance(width, int):
+                    raise EmbedderError(f"the ONNX model at {model} has no fixed output width")
+                self._tokenizer, self._dims = tokenizer, width
+                self._session = session
+        return self._session, self._tokenizer
+
+    @property
+    def dimensions(self) -> int:
+        if self._dims is None:
+            self._load()
+        assert self._dims is not None
+        return self._dims
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        session, tokenizer = self._load()
+        assert self._dims is not None
+        out = np.zeros((len(texts), self._dims), dtype=np.float32)
+        live = [i for i, text in enumerate(texts) if text.strip()]  # empty texts stay zero rows
+        encodings = tokenizer.encode_batch([texts[i] for i in live], add_special_tokens=True)
+        lengths = [len(e.ids) for e in encodings]
+        order = sorted(range(len(live)), key=lengths.__getitem__)  # similar lengths share a batch
+        for start in range(0, len(order), self._batch_size):
+            chunk = order[start : start + self._batch_size]
+            width = max(lengths[k] for k in chunk)
+            ids = np.zeros((len(chunk), width), dtype=np.int64)
+            mask = np.zeros((len(chunk), width), dtype=np.int64)
+            for row, k in enumerate(chunk):
+                ids[row, : lengths[k]] = encodings[k].ids
+                mask[row, : lengths[k]] = 1
+            try:
+                (hidden,) = session.run(None, {"input_ids": ids, "attention_mask": mask})
+            except Exception as exc:
+                raise EmbedderError(f"the ONNX embedder failed: {exc}") from exc
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            out[[live[k] for k in chunk]] = pooled
+        return _normalise(out)
 
 
 class SentenceTransformerEmbedder:
@@ -181,15 +296,30 @@ def _packaged_minilm() -> str:
 
 
 class LiteLLMEmbedder:
-    """Any embedding model litellm reaches (``openai/text-embedding-3-small``, ``ollama/...``)."""
+    """Any embedding model litellm reaches (``openai/text-embedding-3-small``, ``ollama/...``).
 
-    def __init__(self, model: str, *, dimensions: int, timeout: float = 30.0, num_retries: int = 2) -> None:
+    A failed call raises what a failed completion raises (stage ``"embed"``): a
+    :class:`~tiermem.ModelPermanentError` such as :class:`~tiermem.ModelAuthenticationError` at
+    once, a :class:`~tiermem.ModelTransientError` after ``num_retries`` further attempts
+    ``retry_backoff`` seconds apart (doubling). Vectors of the wrong shape raise EmbedderError.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        dimensions: int,
+        timeout: float = 30.0,
+        num_retries: int = 2,
+        retry_backoff: float = 0.5,
+    ) -> None:
         if dimensions <= 0:
             raise ConfigurationError("LiteLLMEmbedder needs the model's output dimensions")
         self._model = model
         self._dimensions = dimensions
         self._timeout = timeout
         self._num_retries = num_retries
+        self._retry_backoff = retry_backoff
 
     @property
     def id(self) -> str:
@@ -204,7 +334,13 @@ class LiteLLMEmbedder:
 
         if not texts:
             return np.zeros((0, self._dimensions), dtype=np.float32)
-        vectors = embed_texts(self._model, list(texts), timeout=self._timeout, num_retries=self._num_retries)
+        vectors = embed_texts(
+            self._model,
+            list(texts),
+            timeout=self._timeout,
+            num_retries=self._num_retries,
+            retry_backoff=self._retry_backoff,
+        )
         matrix = np.asarray(vectors, dtype=np.float32)
         if matrix.shape != (len(texts), self._dimensions):
             raise EmbedderError(
@@ -214,10 +350,15 @@ class LiteLLMEmbedder:
 
 
 def resolve_embedder(spec: Embedder | str | None, *, dimensions: int | None = None) -> Embedder:
-    """None -> the default static model; "hashing", "minilm-static", "sentence-transformers"; else litellm."""
-    if spec is None or spec == DEFAULT_EMBEDDER:
-        return StaticEmbedder()
+    """None -> the default (``minilm-onnx``); a shipped name (``minilm-onnx``, ``minilm-static``,
+    ``hashing``), ``sentence-transformers``; any other name is a litellm model (needs ``dimensions``)."""
+    if spec is None:
+        spec = DEFAULT_EMBEDDER
     if isinstance(spec, str):
+        if spec == "minilm-onnx":
+            return OnnxEmbedder()
+        if spec == "minilm-static":
+            return StaticEmbedder()
         if spec == "hashing":
             return HashingEmbedder(dimensions or 256)
         if spec in {"sentence-transformers", "local"}:
@@ -228,3 +369,53 @@ def resolve_embedder(spec: Embedder | str | None, *, dimensions: int | None = No
     if isinstance(spec, Embedder):
         return spec
     raise ConfigurationError(f"embedder must be an Embedder or a name, not {type(spec).__name__}")
+
+
+_HASHING_ID = re.compile(r"hashing-v1-(\d+)")
+# The ids the shipped embedders record in a store, and the names resolve_embedder takes for them.
+_SHIPPED_IDS = {"minilm-l6-onnx-int8-v1": "minilm-onnx", "minilm-static-v1": "minilm-static"}
+
+
+def embedder_name(embedder_id: str) -> str | None:
+    """The ``resolve_embedder`` name of a shipped embedder, from the id a store's meta records; else None."""
+    if embedder_id in _SHIPPED_IDS:
+        return _SHIPPED_IDS[embedder_id]
+    if embedder_id.startswith("sentence-transformers:"):
+        return "sentence-transformers"
+    if embedder_id.startswith("litellm:"):
+        return embedder_id.removeprefix("litellm:")
+    return "hashing" if _HASHING_ID.fullmatch(embedder_id) else None
+
+
+def embedder_for_id(embedder_id: str) -> Embedder | None:
+    """The shipped embedder whose ``id`` is ``embedder_id`` (as a store's meta records it), else None."""
+    if embedder_id in _SHIPPED_IDS:
+        return resolve_embedder(_SHIPPED_IDS[embedder_id])
+    match = _HASHING_ID.fullmatch(embedder_id)
+    if match and int(match.group(1)) >= 8:
+        return HashingEmbedder(int(match.group(1)))
+    return None
+
+
+def embedder_for_store(uri: str) -> Embedder:
+    """For ``embedder=None``: the shipped embedder that made the store at ``uri``, else the default.
+
+    So a store made with an earlier default (``minilm-static``) keeps opening with it;
+    ``tiermem reembed`` moves it to the current default.
+    """
+    from ._store import stored_meta
+
+    made = stored_meta(uri).get("embedder_id")
+    own = embedder_for_id(made) if made else None
+    if own is None:
+        return resolve_embedder(None)
+    if own.id != resolve_embedder(None).id:
+        logging.getLogger("tiermem").info(
+            "store %s was made with the embedder %s; opening it with that one "
+            "(`tiermem reembed --store %s` moves it to the default, %s)",
+            uri,
+            made,
+            uri,
+            DEFAULT_EMBEDDER,
+        )
+    return own

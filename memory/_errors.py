@@ -3,29 +3,72 @@
 Everything tiermem raises on purpose derives from :class:`TiermemError`::
 
     TiermemError
-    ├── ConfigurationError        you called it wrong: bad options, bad ids, bad arguments
-    │   ├── InvalidSubjectError   a subject that is not "user", a first name or an org name
-    │   └── InvalidArgumentError  a tool or API argument that does not validate
-    ├── StoreError                the storage engine (LanceDB) failed
-    │   └── StoreMismatchError    the store was written with another embedder, dimension or schema
-    ├── EmbedderError             an embedder could not produce vectors
-    └── ModelError                a language-model call failed
-        └── ModelOutputError      the model's output never validated (carries raw output and attempts)
+    ├── ConfigurationError              you called it wrong: bad options, bad ids, bad arguments
+    │   ├── InvalidSubjectError         a subject that is not "user", a first name or an org name
+    │   └── InvalidArgumentError        a tool or API argument that does not validate
+    ├── StoreError                      the storage engine (LanceDB) failed
+    │   ├── StoreMismatchError          written with another embedder, dimension or schema: use another store
+    │   ├── StoreNotFoundError          a table, dataset or file of the store is missing
+    │   ├── StoreConflictError          a concurrent commit won the race: retry the write
+    │   └── StoreUnavailableError       the disk or object store could not be reached, read or written
+    ├── EmbedderError                   a local embedder could not produce vectors
+    └── ModelError                      a language-model (or litellm embedding) call failed
+        ├── ModelOutputError            the output never validated (carries raw output and attempts)
+        ├── ModelPermanentError         fix the configuration: retrying the same call cannot help
+        │   ├── ModelAuthenticationError    401: missing or wrong API key
+        │   ├── ModelPermissionError        403: the key may not use this model
+        │   ├── ModelNotFoundError          404: no such model or deployment
+        │   └── ModelBadRequestError        400: the provider refuses the request as sent
+        │       ├── ModelContextWindowError     the prompt is longer than the model's context window
+        │       └── ModelContentPolicyError     the provider's content policy refused it
+        └── ModelTransientError         retry later: the same call may well succeed
+            ├── ModelTimeoutError           the call timed out
+            ├── ModelRateLimitError         429: rate limited or out of quota for now
+            ├── ModelConnectionError        the provider could not be reached
+            └── ModelServerError            5xx: the provider failed (500, 502, 503)
+
+litellm's exceptions become these in one place, ``tiermem.memory._llm.map_model_error``; LanceDB's,
+pyarrow's and the OS's in ``tiermem.memory._store``. An exception of a type neither maps (a bug,
+ours or a library's) propagates unchanged instead of being disguised as "model failed" or
+"store failed". A plain :class:`ModelError` (neither permanent nor transient) is retried like a
+transient one.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 __all__ = [
     "ConfigurationError",
     "EmbedderError",
+    "ErrorKind",
     "InvalidArgumentError",
     "InvalidSubjectError",
+    "ModelAuthenticationError",
+    "ModelBadRequestError",
+    "ModelConnectionError",
+    "ModelContentPolicyError",
+    "ModelContextWindowError",
     "ModelError",
+    "ModelNotFoundError",
     "ModelOutputError",
+    "ModelPermanentError",
+    "ModelPermissionError",
+    "ModelRateLimitError",
+    "ModelServerError",
+    "ModelTimeoutError",
+    "ModelTransientError",
+    "StoreConflictError",
     "StoreError",
     "StoreMismatchError",
+    "StoreNotFoundError",
+    "StoreUnavailableError",
     "TiermemError",
+    "error_kind",
 ]
+
+ErrorKind = Literal["permanent", "transient"]
+"""How a failed model call should be handled: fix the configuration, or retry later."""
 
 
 class TiermemError(Exception):
@@ -52,22 +95,110 @@ class StoreMismatchError(StoreError):
     """The store was created with a different embedder, dimension or schema version."""
 
 
+class StoreNotFoundError(StoreError):
+    """A table, dataset or data file of the store is missing (a wrong URI, or files deleted)."""
+
+
+class StoreConflictError(StoreError):
+    """Another writer committed a conflicting change first; the write can be retried."""
+
+
+class StoreUnavailableError(StoreError):
+    """The disk or object store could not be reached, read or written (I/O, permissions, network)."""
+
+
 class EmbedderError(TiermemError):
     """An embedder could not turn texts into vectors."""
 
 
 class ModelError(TiermemError):
-    """A language-model call failed (network, provider, timeout)."""
+    """A language-model call failed.
 
-    def __init__(self, message: str, *, stage: str = "", attempts: int = 0) -> None:
+    ``stage`` is the pipeline stage (``"embed"`` for litellm embeddings), ``attempts`` how many
+    calls were made, ``model`` the litellm model string and ``status_code`` the provider's HTTP
+    status when there was one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        stage: str = "",
+        attempts: int = 0,
+        model: str = "",
+        status_code: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.stage = stage
         self.attempts = attempts
+        self.model = model
+        self.status_code = status_code
 
 
 class ModelOutputError(ModelError):
     """The model's output did not validate after every allowed attempt."""
 
-    def __init__(self, message: str, *, stage: str = "", attempts: int = 0, raw_output: str = "") -> None:
-        super().__init__(message, stage=stage, attempts=attempts)
+    def __init__(
+        self,
+        message: str,
+        *,
+        stage: str = "",
+        attempts: int = 0,
+        model: str = "",
+        raw_output: str = "",
+    ) -> None:
+        super().__init__(message, stage=stage, attempts=attempts, model=model)
         self.raw_output = raw_output
+
+
+class ModelPermanentError(ModelError):
+    """The provider refused the call for a reason retrying cannot fix; change the configuration."""
+
+
+class ModelAuthenticationError(ModelPermanentError):
+    """The API key is missing, wrong or revoked (HTTP 401)."""
+
+
+class ModelPermissionError(ModelPermanentError):
+    """The key is valid but may not use this model or endpoint (HTTP 403)."""
+
+
+class ModelNotFoundError(ModelPermanentError):
+    """The model or deployment does not exist at this provider (HTTP 404)."""
+
+
+class ModelBadRequestError(ModelPermanentError):
+    """The provider refused the request as sent: unsupported parameters, bad input (HTTP 400, 422)."""
+
+
+class ModelContextWindowError(ModelBadRequestError):
+    """The prompt does not fit the model's context window."""
+
+
+class ModelContentPolicyError(ModelBadRequestError):
+    """The provider's content policy refused the request."""
+
+
+class ModelTransientError(ModelError):
+    """The call failed for a reason that may pass; retried with backoff, then deferred."""
+
+
+class ModelTimeoutError(ModelTransientError):
+    """The call did not finish within its timeout (or the provider answered 408 / 504)."""
+
+
+class ModelRateLimitError(ModelTransientError):
+    """The provider is rate limiting this key, or its quota is used up for now (HTTP 429)."""
+
+
+class ModelConnectionError(ModelTransientError):
+    """The provider could not be reached: DNS, refused or dropped connections."""
+
+
+class ModelServerError(ModelTransientError):
+    """The provider failed or is overloaded (HTTP 500, 502, 503)."""
+
+
+def error_kind(exc: BaseException) -> ErrorKind:
+    """``"permanent"`` for a :class:`ModelPermanentError`, else ``"transient"`` (retry later)."""
+    return "permanent" if isinstance(exc, ModelPermanentError) else "transient"

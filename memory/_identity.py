@@ -1,18 +1,116 @@
-"""Deterministic ids: the same input always names the same record, so reruns upsert, never duplicate."""
+"""Deterministic ids, every recipe in one place: the same input always names the same record, so reruns
+upsert instead of duplicating.
+
+Each record kind has its own function; nothing else in tiermem hashes parts into an id. An id is the
+kind's prefix plus a 32-hex-digit BLAKE2b digest of its parts. Changing a recipe orphans stored records,
+so the recipes (prefixes, parts and their order) are frozen.
+
+Working entries have two recipes on purpose, for two different identities:
+
+- :func:`observation_id`: an observation is anchored to the turn it came from and its position in
+  the observer's answer, so observing the same turn again replaces it whatever the wording;
+- :func:`working_entry_id`: an entry the application adds by hand is anchored to its content, so adding
+  the same note twice is idempotent.
+"""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Protocol
 
-__all__ = ["fact_id", "stable_id"]
+__all__ = [
+    "Scope",
+    "alias_id",
+    "digest_id",
+    "edge_id",
+    "episode_id",
+    "fact_id",
+    "fact_set_fingerprint",
+    "observation_id",
+    "turn_id",
+    "working_entry_id",
+]
 
 
-def stable_id(kind: str, *parts: str) -> str:
+class Scope(Protocol):
+    """Whose record it is: a ``MemoryContext`` or any record of the user."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def user_id(self) -> str: ...
+
+
+class _TurnLike(Scope, Protocol):
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def id(self) -> str: ...
+
+
+class _Versioned(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def updated_at(self) -> datetime: ...
+
+
+def _stable_id(kind: str, *parts: str) -> str:
     """``kind`` prefix plus a 32-hex-digit digest of the parts (unambiguously joined)."""
     digest = hashlib.blake2b("\x1f".join(parts).encode("utf-8"), digest_size=16).hexdigest()
     return f"{kind}_{digest}"
 
 
-def fact_id(namespace: str, user_id: str, subject: str, text: str) -> str:
+def _fold(text: str) -> str:
+    """Case and spacing ignored."""
+    return " ".join(text.lower().split())
+
+
+def turn_id(scope: Scope, *, session_id: str, seq: int) -> str:
+    """The ``seq``-th captured turn of a session."""
+    return _stable_id("turn", scope.namespace, scope.user_id, session_id, str(seq))
+
+
+def observation_id(turn: _TurnLike, *, index: int) -> str:
+    """The ``index``-th observation the observer made of one turn."""
+    return _stable_id("wm", turn.namespace, turn.user_id, turn.session_id, turn.id, str(index))
+
+
+def working_entry_id(scope: Scope, *, session_id: str, subject: str, text: str) -> str:
+    """A working-memory entry added by hand: the same text about the same subject is the same entry (case ignored)."""
+    return _stable_id("wm", scope.namespace, scope.user_id, session_id, subject, text.lower())
+
+
+def episode_id(scope: Scope, *, session_id: str) -> str:
+    """One episode per session, so re-encoding replaces instead of duplicating."""
+    return _stable_id("ep", scope.namespace, scope.user_id, session_id)
+
+
+def fact_id(scope: Scope, *, subject: str, text: str) -> str:
     """The same fact about the same subject always gets the same id (case and spacing ignored)."""
-    return stable_id("fact", namespace, user_id, subject, " ".join(text.lower().split()))
+    return _stable_id("fact", scope.namespace, scope.user_id, subject, _fold(text))
+
+
+def edge_id(scope: Scope, *, source: str, relation: str, target: str) -> str:
+    """One edge per (source, relation, target)."""
+    return _stable_id("edge", scope.namespace, scope.user_id, source, relation, target)
+
+
+def digest_id(scope: Scope) -> str:
+    """One digest per user."""
+    return _stable_id("digest", scope.namespace, scope.user_id)
+
+
+def alias_id(scope: Scope, *, name: str) -> str:
+    """One alias per display name (lowercased by the caller)."""
+    return _stable_id("alias", scope.namespace, scope.user_id, name)
+
+
+def fact_set_fingerprint(facts: Iterable[_Versioned]) -> str:
+    """Names a set of facts at their current versions: it changes when any fact is added, removed or updated."""
+    return _stable_id("facts", *sorted(f"{f.id}@{f.updated_at.isoformat()}" for f in facts))

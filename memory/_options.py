@@ -1,7 +1,12 @@
-"""Option models per tier; each accepts True / False / dict / model."""
+"""Option models per tier (each accepts True / False / dict / model), presets, and the check that
+turns an unknown keyword at a front door into a :class:`ConfigurationError`."""
 
 from __future__ import annotations
 
+import difflib
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -10,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ._errors import ConfigurationError
 
 __all__ = [
+    "MEMORY_CAPABILITY_PRESETS",
+    "CapabilityPreset",
     "DigestOptions",
     "EpisodicOptions",
     "HygieneOptions",
@@ -17,6 +24,7 @@ __all__ = [
     "RelationsOptions",
     "SemanticOptions",
     "WorkingOptions",
+    "reject_unknown",
     "resolve_tier",
 ]
 
@@ -90,10 +98,14 @@ class RecallOptions(_Options):
     lexical_weight: float = Field(default=0.55, ge=0, description="Weight of full-text score.")
     min_relevance: float = Field(default=0.3, ge=0, le=1, description="Gate on normalised relevance.")
     min_similarity: float | None = Field(
-        default=None, ge=-1, le=1, description="Cosine that counts as related alone; None = relative to background."
+        default=None, ge=-1, le=1, description="Similarity that counts as related alone; None: calibrated."
     )
-    related_margin: float = Field(
-        default=0.05, ge=0, le=1, description="How far above the cue's best background similarity counts as related."
+    unrelated_rate: float = Field(
+        default=0.05,
+        gt=0,
+        lt=1,
+        description="Share of unrelated cues allowed to recall a memory on meaning alone (the meaning gate's "
+        "false-positive rate; the similarity it takes grows with the memories searched).",
     )
     prior_weight: float = Field(default=0.25, ge=0, le=1, description="Share of the score from priors.")
     recency_half_life: timedelta = Field(default=timedelta(days=30), description="Recency prior half-life.")
@@ -127,3 +139,39 @@ def resolve_tier(value: bool | dict[str, Any] | T | None, model: type[T], name: 
         except ValidationError as exc:
             raise ConfigurationError(f"invalid {name} options: {exc}") from exc
     raise ConfigurationError(f"{name} must be True, False, a dict or {model.__name__}, not {type(value).__name__}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapabilityPreset:
+    """Which tools and which context sections a capability offers."""
+
+    tools: tuple[str, ...]
+    sections: tuple[str, ...]
+
+
+_ALL_SECTIONS = ("digest", "working", "semantic", "relation", "episodic")
+MEMORY_CAPABILITY_PRESETS: dict[str, CapabilityPreset] = {
+    "default": CapabilityPreset(tools=("memory_recall", "memory_connect"), sections=_ALL_SECTIONS),
+    "connect": CapabilityPreset(tools=("memory_recall", "memory_connect"), sections=_ALL_SECTIONS),
+    "recall": CapabilityPreset(tools=("memory_recall",), sections=_ALL_SECTIONS),
+    "context": CapabilityPreset(tools=(), sections=_ALL_SECTIONS),
+    "tools": CapabilityPreset(tools=("memory_recall", "memory_connect"), sections=()),
+}
+
+
+def reject_unknown(function: Callable[..., Any], unknown: Mapping[str, object]) -> None:
+    """Raise ConfigurationError for keywords ``function`` does not take, naming the closest valid one.
+
+    The front doors type their catch-all as ``**unknown: Never``, so a type checker already rejects a
+    typo; this is the same rejection at run time, in our error tree instead of a bare TypeError.
+    """
+    if not unknown:
+        return
+    valid = [p.name for p in inspect.signature(function).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    problems = []
+    for name in sorted(unknown):
+        close = difflib.get_close_matches(name, valid, n=1)
+        problems.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise ConfigurationError(
+        f"{function.__name__}() got unknown option {', '.join(problems)}; valid options: {', '.join(valid)}"
+    )

@@ -183,7 +183,7 @@ def rank(
     now: datetime,
     options: RecallOptions,
     cue: str = "",
-    related_similarity: float = 0.5,
+    related_similarity: float = float("inf"),
     named: Iterable[str] = (),
     limit: int,
 ) -> list[RankedMemoryItem]:
@@ -192,6 +192,11 @@ def rank(
     Lexical evidence is the engine's BM25 (scaled by the best in the pool) blended with the share
     of the cue's informative words a memory covers: BM25 alone would call a memory matching one
     common word a perfect match whenever nothing matches better.
+
+    The gate: a candidate is related when it shares an informative word with the cue, or when its
+    similarity reaches ``related_similarity`` (what the best of the searched memories would reach
+    were they all unrelated: :meth:`Calibration.threshold`), so the memories closest in meaning are
+    recalled without a shared word unless they are no closer than unrelated ones would be.
     """
     if not candidates:
         return []
@@ -207,8 +212,8 @@ def rank(
     dense_norm = _minmax(sims)
     total = options.dense_weight + options.lexical_weight or 1.0
     relevance = (options.dense_weight * dense_norm + options.lexical_weight * lex_norm) / total
-    # The gate: an informative word of the cue, or a cosine clearly above what unrelated sentences
-    # get for this cue; and not far behind the best candidate.
+    # The gate: an informative word of the cue, or a similarity no unrelated memory would reach;
+    # and not far behind the best candidate.
     threshold = options.min_similarity if options.min_similarity is not None else related_similarity
     plausible = ((coverage > 0) | (sims >= threshold)) & (relevance >= options.min_relevance * relevance.max())
     # Soft two-stage: a turn of a session whose episode matches the cue gains part of that match

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ._errors import ErrorKind
+from ._identity import Scope, fact_id
 
 __all__ = [
     "Alias",
@@ -94,6 +98,12 @@ class Turn(_Record):
     created_at: datetime = Field(description="Capture time (from the injected clock).")
     status: Literal["pending", "observed", "failed"] = Field(default="pending", description="Observer state.")
     error: str | None = Field(default=None, description="Last observer error, if any.")
+    error_kind: ErrorKind | None = Field(
+        default=None, description="Whether the last error is permanent (fix the configuration) or transient."
+    )
+    error_config: str | None = Field(
+        default=None, description="Model configuration fingerprint the last error happened under."
+    )
     attempts: int = Field(default=0, ge=0, description="Observer attempts so far.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Caller metadata (e.g. dia_id).")
 
@@ -144,8 +154,15 @@ class Episode(_Record):
     status: Literal["pending", "consolidated", "failed", "expired"] = Field(
         default="pending", description="Consolidation state."
     )
-    error: str | None = Field(default=None, description="Last consolidation error, if any.")
+    error: str | None = Field(default=None, description="Last encoding or consolidation error, if any.")
+    error_kind: ErrorKind | None = Field(
+        default=None, description="Whether the last error is permanent (fix the configuration) or transient."
+    )
+    error_config: str | None = Field(
+        default=None, description="Model configuration fingerprint the last error happened under."
+    )
     provenance: tuple[str, ...] = Field(default=(), description="Turn ids it covers.")
+    pinned: bool = Field(default=False, description="Pinned by the user: never expires.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
 
 
@@ -166,8 +183,50 @@ class Fact(_Record):
     valid_to: datetime | None = Field(default=None, description="End of validity (set when superseded).")
     superseded_by: str | None = Field(default=None, description="Id of the fact that replaced it.")
     status: Literal["active", "superseded", "archived"] = Field(default="active", description="Lifecycle state.")
-    provenance: tuple[str, ...] = Field(default=(), description="Turn ids it came from.")
+    provenance: tuple[str, ...] = Field(
+        default=(), description="Turn ids it came from; a correction also names the fact it corrects."
+    )
+    pinned: bool = Field(default=False, description="Pinned by the user: never decays, archived or compacted away.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
+
+    @classmethod
+    def new(
+        cls,
+        scope: Scope,
+        *,
+        subject: str,
+        text: str,
+        now: datetime,
+        confidence: float = 0.8,
+        provenance: Iterable[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        valid_from: datetime | None = None,
+        created_at: datetime | None = None,
+        reinforced_at: datetime | None = None,
+        reinforcements: int = 0,
+        pinned: bool = False,
+    ) -> Fact:
+        """A new active fact of ``scope``'s user, with its deterministic id (:func:`fact_id`).
+
+        The one way tiermem builds a fact; ``created_at`` and ``reinforced_at`` default to ``now``
+        (compaction passes its sources' instead).
+        """
+        return cls(
+            id=fact_id(scope, subject=subject, text=text),
+            namespace=scope.namespace,
+            user_id=scope.user_id,
+            subject=subject,
+            text=text,
+            confidence=confidence,
+            created_at=now if created_at is None else created_at,
+            updated_at=now,
+            reinforced_at=now if reinforced_at is None else reinforced_at,
+            reinforcements=reinforcements,
+            valid_from=valid_from,
+            provenance=tuple(provenance),
+            pinned=pinned,
+            metadata=dict(metadata or {}),
+        )
 
 
 class Digest(_Record):

@@ -4,32 +4,46 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ._errors import ErrorKind, ModelError, error_kind
 from ._records import Digest, Episode, Turn, WorkingEntry
 
 __all__ = ["CaptureResult", "ConsolidationResult", "DigestResult", "RetryReport", "SessionResult"]
 
 
+class _Deferral:
+    """What the model-backed results share: the typed failure that deferred the work, if any."""
+
+    exception: ModelError | None
+
+    @property
+    def error_kind(self) -> ErrorKind | None:
+        """``"permanent"`` (fix the configuration), ``"transient"`` (retried later) or None."""
+        return None if self.exception is None else error_kind(self.exception)
+
+
 @dataclass(frozen=True, kw_only=True)
-class CaptureResult:
+class CaptureResult(_Deferral):
     """What ``capture`` did with one turn."""
 
     turn: Turn
     entries: list[WorkingEntry]
     deferred: bool = False
     error: str | None = None
+    exception: ModelError | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
-class SessionResult:
+class SessionResult(_Deferral):
     """What ``end_session`` produced."""
 
     episode: Episode | None
     deferred: bool = False
     error: str | None = None
+    exception: ModelError | None = None
 
 
 @dataclass(kw_only=True)
-class ConsolidationResult:
+class ConsolidationResult(_Deferral):
     """Counts from one ``consolidate`` run."""
 
     episodes: int = 0
@@ -37,15 +51,17 @@ class ConsolidationResult:
     refusals: list[str] = field(default_factory=list)
     deferred: bool = False
     error: str | None = None
+    exception: ModelError | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
-class DigestResult:
+class DigestResult(_Deferral):
     """What ``digest`` wrote."""
 
     digest: Digest | None
     deferred: bool = False
     error: str | None = None
+    exception: ModelError | None = None
 
 
 @dataclass(kw_only=True)
@@ -57,3 +73,5 @@ class RetryReport:
     episodes: int = 0
     episodes_ok: int = 0
     consolidations: int = 0
+    skipped: int = 0
+    """Turns and episodes left alone: they failed permanently under the current model configuration."""

@@ -8,26 +8,40 @@ Every filter goes through :func:`sql_literal`, so no id can widen a query.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 import lancedb
 import numpy as np
 import pyarrow as pa
 from lancedb.index import FTS, BTree
+from lancedb.remote.errors import LanceDBClientError
 from pydantic import BaseModel
 
-from ._errors import InvalidArgumentError, StoreError, StoreMismatchError
+from ._errors import (
+    InvalidArgumentError,
+    StoreConflictError,
+    StoreError,
+    StoreMismatchError,
+    StoreNotFoundError,
+    StoreUnavailableError,
+    TiermemError,
+)
 from ._filters import MAX_FILTER_VALUE, Where, checked_column, sql_literal
 from ._records import Alias, Digest, Edge, Episode, Fact, Turn, WorkingEntry
 from ._vectors import COLUMNS, VectorBlock, VectorCache, column_array, top_k
 
-__all__ = ["MAX_FILTER_VALUE", "SCHEMA_VERSION", "Hit", "Store", "TableName", "Where", "sql_literal"]
+__all__ = ["MAX_FILTER_VALUE", "SCHEMA_VERSION", "Hit", "Store", "TableName", "Where", "sql_literal", "stored_meta"]
 
 SCHEMA_VERSION = "2"
+# The meta table's embedder_id while ``tiermem reembed`` runs: no embedder opens a half-migrated store.
+REEMBEDDING = "reembedding:"
 
 TableName = Literal["working", "episodes", "facts", "digests", "edges", "turns", "aliases"]
 R = TypeVar("R", bound=BaseModel)
@@ -61,15 +75,45 @@ _RESULT_COLUMNS = ["id", "record"]
 _HIT_COLUMNS = ["id", "record", "vector"]
 
 
+# LanceDB's Rust core reaches Python as builtin exceptions (ValueError, RuntimeError, OSError)
+# whose message names the engine's error; these patterns tell its kinds apart.
+_CONFLICT = re.compile(r"commit conflict|write contention|concurrent writers|conflicting", re.IGNORECASE)
+_NOT_FOUND = re.compile(r"was not found|not found:|no such file", re.IGNORECASE)
+_IO = re.compile(r"LanceError\(IO\)|object ?store|io error", re.IGNORECASE)
+
+
+def _store_error_type(exc: Exception) -> type[StoreError] | None:
+    """Which StoreError an engine exception is, or None for an exception of no known kind."""
+    text = str(exc)
+    if isinstance(exc, (ValueError, RuntimeError, OSError)) and _CONFLICT.search(text):
+        return StoreConflictError
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+        return StoreNotFoundError
+    if isinstance(exc, ValueError) and _NOT_FOUND.search(text):
+        return StoreNotFoundError  # "Table 'x' was not found"
+    if isinstance(exc, (RuntimeError, OSError)) and _IO.search(text):
+        return StoreNotFoundError if _NOT_FOUND.search(text) else StoreUnavailableError
+    if isinstance(exc, (OSError, LanceDBClientError)):  # disk, permissions, network; pyarrow's ArrowIOError too
+        return StoreUnavailableError
+    return None
+
+
 @contextlib.contextmanager
 def _engine_errors(action: str) -> Iterator[None]:
-    """Translate whatever LanceDB / Arrow raise into StoreError; our own errors pass through."""
+    """Map what LanceDB / Arrow / the OS raise to StoreError subclasses, per kind.
+
+    Our own errors pass through; an exception of no known kind (a bug, ours or the engine's)
+    propagates unchanged rather than as a vague "store failed".
+    """
     try:
         yield
-    except (InvalidArgumentError, StoreError):
+    except TiermemError:
         raise
-    except Exception as exc:  # lancedb raises ValueError, RuntimeError, OSError and its own types
-        raise StoreError(f"store failed to {action}: {exc}") from exc
+    except Exception as exc:
+        error_type = _store_error_type(exc)
+        if error_type is None:
+            raise
+        raise error_type(f"store failed to {action}: {exc}") from exc
 
 
 def _searchable_text(record: BaseModel) -> str:
@@ -167,10 +211,53 @@ class Store:
                 stored = {r["key"]: r["value"] for r in meta.to_arrow().to_pylist()}
         for key, value in wanted.items():
             if stored.get(key) != value:
+                raise StoreMismatchError(_mismatch(self.uri, key, stored, wanted))
+
+    def _set_meta(self, values: Mapping[str, str]) -> None:
+        with _engine_errors("update the meta table"):
+            merge = self._db.open_table("meta").merge_insert("key")
+            merge.when_matched_update_all().when_not_matched_insert_all().execute(
+                [{"key": k, "value": v} for k, v in values.items()]
+            )
+
+    def reembed(
+        self, embedder_id: str, dimensions: int, vectors: Callable[[str, list[Any]], np.ndarray]
+    ) -> dict[str, int]:
+        """Rewrite every table's vectors with ``vectors(table, records)`` and record the new embedder.
+
+        For ``tiermem reembed``; needs the store to itself. While it runs the meta table names neither
+        embedder, so nothing opens the store half-migrated; after an interruption, run it again.
+        Returns the rows re-embedded per table.
+        """
+        marker = REEMBEDDING + embedder_id
+        self._set_meta({"embedder_id": marker, "dimensions": str(dimensions)})
+        self.embedder_id, self.dimensions = marker, dimensions
+        counts: dict[str, int] = {}
+        for name, spec in _SPECS.items():
+            if not spec.vectors:
+                continue
+            with _engine_errors(f"read {name}"):
+                try:
+                    rows = self._db.open_table(name).to_arrow().select(["record"]).to_pylist()
+                except (ValueError, FileNotFoundError):  # no such table yet
+                    rows = []
+            records = self._records(name, rows)
+            matrix = vectors(name, records) if records else np.zeros((0, dimensions), dtype=np.float32)
+            if matrix.shape != (len(records), dimensions):
                 raise StoreMismatchError(
-                    f"store {self.uri!r} was written with {key}={stored.get(key)!r}, not {value!r}; "
-                    "open it with the same embedder or use another store"
+                    f"re-embedding {name}: vectors of shape {matrix.shape}, not ({len(records)}, {dimensions})"
                 )
+            data = pa.Table.from_pylist([_row(r, matrix[i]) for i, r in enumerate(records)], schema=self._schema(name))
+            with self._write_lock, _engine_errors(f"rewrite {name}"):
+                self._tables[name] = self._db.create_table(name, data, mode="overwrite")
+                self._vectors.drop(name)
+                self._indexed.discard(name)
+                if records:
+                    self._ensure_indexes(name)
+            counts[name] = len(records)
+        self._set_meta({"embedder_id": embedder_id, "dimensions": str(dimensions)})
+        self.embedder_id = embedder_id
+        return counts
 
     def table(self, name: str) -> Any:
         if name not in _SPECS:
@@ -342,6 +429,18 @@ class Store:
             for record, score, vec in top_k(block, vector, keep, limit)
         ]
 
+    def searched(self, name: TableName, where: Where) -> int:
+        """How many rows a vector search within ``where`` compares (recall's gate needs how many it searched).
+
+        Free after a vector search of one user's rows (their vectors are cached), else a count.
+        """
+        namespace, user = where.eq.get("namespace"), where.eq.get("user_id")
+        block = self._vectors.peek((name, namespace, user)) if namespace is not None and user is not None else None
+        if block is not None:
+            rest = {k: v for k, v in where.eq.items() if k not in ("namespace", "user_id")}
+            return int(block.mask(rest, where.isin or {}, where.ne or {}).sum())
+        return self.count(name, where)
+
     def _load_block(self, name: str, namespace: str, user: str, version: int) -> VectorBlock:
         where = Where(eq={"namespace": namespace, "user_id": user})
         rows = self.table(name).search().where(where.sql()).select([*COLUMNS, "vector"]).limit(None).to_arrow()
@@ -419,6 +518,45 @@ class Store:
                 out[name] = {"rows": table.count_rows(), "versions": len(table.list_versions())}
         return out
 
+    def keys(self, name: TableName, where: Where) -> list[tuple[datetime, str]]:
+        """``(created_at, id)`` of the rows matching ``where``, in that order: a stable paging key."""
+        with _engine_errors(f"read {name}"):
+            rows = self.table(name).search().where(where.sql()).select(["created_at", "id"]).limit(None).to_arrow()
+        return sorted(zip(rows.column("created_at").to_pylist(), rows.column("id").to_pylist(), strict=True))
+
+    def counts(self, name: TableName, where: Where, column: str) -> dict[str, int]:
+        """Rows matching ``where`` per value of one filterable column (e.g. per status)."""
+        with _engine_errors(f"count {name}"):
+            rows = self.table(name).search().where(where.sql()).select([checked_column(column)]).limit(None).to_arrow()
+            grouped = rows.group_by(column).aggregate([(column, "count")]).to_pylist()
+        return {str(r[column]): int(r[f"{column}_count"]) for r in grouped}
+
+    def disk_bytes(self) -> int | None:
+        """Bytes of every file under the store folder; None when the store is not a local folder."""
+        if "://" in self.uri and not self.uri.startswith("file://"):
+            return None
+        root = Path(self.uri.removeprefix("file://"))
+        return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+    def purge(self, name: TableName) -> None:
+        """Make deleted rows unrecoverable: rewrite the table from its live rows, rebuild its indexes and
+        delete every older version and unreferenced file (data, deletion files, indexes, transactions).
+
+        ``optimize`` alone is not enough: compaction keeps a fragment whose deleted share is small (and
+        skips empty tables), index files keep the old tokens, and old versions keep everything. Needs the
+        store to itself: a reader or writer in another process still on an older version fails.
+        """
+        table = self.table(name)
+        with self._write_lock, _engine_errors(f"purge {name}"), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*cleanup_older_than=0.*", category=UserWarning)
+            live = table.to_arrow()
+            table.add(live, mode="overwrite")
+            self._vectors.drop(name)
+            self._indexed.discard(name)
+            if live.num_rows:
+                self._ensure_indexes(name)
+            table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+
 
 def _per_user(
     rows: Sequence[dict[str, Any]], vectors: np.ndarray
@@ -431,3 +569,41 @@ def _per_user(
         key: ({c: [rows[i][c] for i in idx] for c in COLUMNS}, np.asarray(vectors[idx], dtype=np.float32))
         for key, idx in grouped.items()
     }
+
+
+def stored_meta(uri: str, *, storage_options: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The meta table of the store at ``uri`` (schema_version, embedder_id, dimensions); {} if none yet."""
+    if "://" not in uri and not Path(uri).exists():
+        return {}
+    with _engine_errors("read the meta table"):
+        db = lancedb.connect(uri, storage_options=dict(storage_options or {}))
+        try:
+            meta = db.open_table("meta")
+        except (ValueError, FileNotFoundError):  # lancedb's "table not found"
+            return {}
+        return {r["key"]: r["value"] for r in meta.to_arrow().to_pylist()}
+
+
+def _mismatch(uri: str, key: str, stored: Mapping[str, str], wanted: Mapping[str, str]) -> str:
+    """Say which embedder made the store and how to open or migrate it."""
+    if key not in {"embedder_id", "dimensions"}:
+        return (
+            f"store {uri!r} was written with {key}={stored.get(key)!r}, not {wanted[key]!r}; "
+            "open it with the same tiermem version or use another store"
+        )
+    made = stored.get("embedder_id", "")
+    if made.startswith(REEMBEDDING):
+        return (
+            f"store {uri!r} is part-way through `tiermem reembed` to {made.removeprefix(REEMBEDDING)!r} "
+            f"(interrupted?); run `tiermem reembed --store {uri}` again to finish it"
+        )
+    from ._embedders import embedder_name  # here: the store layer does not otherwise know embedders
+
+    name = embedder_name(made)
+    how = f"embedder={name!r}" if name else "the embedder that made it"
+    return (
+        f"store {uri!r} was made with the embedder {made!r} ({stored.get('dimensions')} dimensions), "
+        f"not {wanted['embedder_id']!r} ({wanted['dimensions']} dimensions), and vectors of two embedders cannot "
+        f"be mixed. Open it with {how} (the same embedder), migrate it once with `tiermem reembed --store {uri} "
+        "--embedder NAME` (re-embeds every table and records the new embedder), or use another store"
+    )

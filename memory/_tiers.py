@@ -1,8 +1,12 @@
-"""Typed helpers that add and read each tier directly (for application code, pipelines and tests)."""
+"""The tier repository: every read and write of the store's tables, scoped by a ``MemoryContext``.
+
+Blocking by design (each call is a LanceDB round trip and maybe an embedding); the async facades
+run it through :func:`~tiermem.memory._blocking.run_blocking`. Which text of a record is embedded
+is decided once, by :func:`embedded_text`.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -15,20 +19,45 @@ from ._clock import Clock
 from ._decay import reinforce, turn_decay
 from ._embedders import Embedder
 from ._errors import InvalidArgumentError
-from ._identity import fact_id, stable_id
+from ._identity import alias_id, digest_id, fact_id, working_entry_id
 from ._options import SemanticOptions, WorkingOptions
-from ._records import Alias, Digest, Episode, Fact, MemoryContext, Turn, WorkingEntry
+from ._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn, WorkingEntry
 from ._store import Store, TableName, Where
 from ._subjects import USER, canonical_subject
 
-__all__ = ["TierWriter"]
+__all__ = ["Tiers", "checked_context", "embedded_text", "scope"]
 
 T = TypeVar("T")
 MAX_TEXT = 8000
 _CACHE_SIZE = 4096
+Embedded = Turn | WorkingEntry | Episode | Fact | Edge | Digest
 
 
-def _text(value: str, what: str = "text") -> str:
+def embedded_text(record: Embedded) -> str:
+    """The text whose vector a record is stored with: an episode's summary, otherwise its text.
+
+    A turn's text is its messages, an edge's is ``source --relation--> target``.
+    """
+    if isinstance(record, Episode):
+        return record.summary
+    return record.text
+
+
+def scope(ctx: MemoryContext) -> dict[str, str]:
+    """The columns that confine a read or write to one user."""
+    return {"namespace": ctx.namespace, "user_id": ctx.user_id}
+
+
+def checked_context(ctx: object, *, session: str | None = None) -> MemoryContext:
+    """``ctx`` if it is a MemoryContext (with a session_id when ``session`` names the caller)."""
+    if not isinstance(ctx, MemoryContext):
+        raise InvalidArgumentError(f"ctx must be a MemoryContext, not {type(ctx).__name__}")
+    if session is not None and ctx.session_id is None:
+        raise InvalidArgumentError(f"{session} needs a MemoryContext with a session_id")
+    return ctx
+
+
+def _text(value: object, what: str = "text") -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgumentError(f"{what} must be a non-empty string")
     if len(value) > MAX_TEXT:
@@ -36,7 +65,7 @@ def _text(value: str, what: str = "text") -> str:
     return " ".join(value.split())
 
 
-class TierWriter:
+class Tiers:
     """Per-tier reads and writes over a :class:`Store`; every method takes its scope from ``ctx``."""
 
     def __init__(
@@ -57,6 +86,8 @@ class TierWriter:
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._vectors_lock = threading.Lock()
 
+    scope = staticmethod(scope)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed through a small LRU cache: status rewrites of a record never pay for its vector twice."""
         with self._vectors_lock:
@@ -73,14 +104,18 @@ class TierWriter:
                 self._vectors.popitem(last=False)
         return np.stack(rows) if rows else np.zeros((0, self.embedder.dimensions), dtype=np.float32)
 
-    # -- scope and subjects -----------------------------------------------------------------
+    def _write(self, table: TableName, records: Sequence[Embedded], *, new: bool = False) -> None:
+        """Upsert (or, for a fresh turn, insert) records with the vectors of their embedded text."""
+        if records:
+            write = self.store.insert if new else self.store.upsert
+            write(table, list(records), self.embed([embedded_text(r) for r in records]))
 
-    @staticmethod
-    def scope(ctx: MemoryContext) -> dict[str, str]:
-        return {"namespace": ctx.namespace, "user_id": ctx.user_id}
+    def users(self) -> list[MemoryContext]:
+        """Every user with facts, working memory or episodes in the store."""
+        pairs = {pair for table in ("facts", "working", "episodes") for pair in self.store.scopes(table)}
+        return [MemoryContext(namespace=ns, user_id=user) for ns, user in sorted(pairs)]
 
-    def canonical(self, subject: str, aliases: Mapping[str, str] | None = None) -> str:
-        return canonical_subject(subject, aliases=aliases)
+    # -- subjects ---------------------------------------------------------------------------
 
     def _per_user(self, table: TableName, ctx: MemoryContext, load: Callable[[], T]) -> T:
         """A per-user value derived from one table, cached until that table's version moves."""
@@ -93,74 +128,90 @@ class TierWriter:
         self._derived[key] = (version, value)
         return value
 
-    def aliases_sync(self, ctx: MemoryContext) -> dict[str, str]:
+    def aliases(self, ctx: MemoryContext) -> dict[str, str]:
         """Display name (lowercased) -> subject, for this user."""
         return dict(
             self._per_user(
-                "aliases",
-                ctx,
-                lambda: {a.name: a.subject for a in self.store.query("aliases", Where(eq=self.scope(ctx)))},
+                "aliases", ctx, lambda: {a.name: a.subject for a in self.store.query("aliases", Where(eq=scope(ctx)))}
             )
         )
 
-    def known_subjects_sync(self, ctx: MemoryContext) -> list[str]:
+    def known_subjects(self, ctx: MemoryContext) -> list[str]:
         """Subjects with facts for this user."""
         return list(
-            self._per_user(
-                "facts", ctx, lambda: self.store.column_values("facts", Where(eq=self.scope(ctx)), "subject")
-            )
+            self._per_user("facts", ctx, lambda: self.store.column_values("facts", Where(eq=scope(ctx)), "subject"))
         )
 
-    def add_alias_sync(self, ctx: MemoryContext, name: str, subject: str = USER) -> Alias:
+    def add_alias(self, ctx: MemoryContext, name: str, subject: str = USER) -> Alias:
         """Record that ``name`` (e.g. "Caroline") stands for ``subject`` (by default the user)."""
         display = _text(name, "name").lower()
-        canon = canonical_subject(subject)
         alias = Alias(
-            id=stable_id("alias", ctx.namespace, ctx.user_id, display),
+            id=alias_id(ctx, name=display),
             namespace=ctx.namespace,
             user_id=ctx.user_id,
             name=display,
-            subject=canon,
+            subject=canonical_subject(subject),
             created_at=self.clock.now(),
         )
-        self.store.upsert("aliases", [alias])
+        self.store.upsert("aliases", [alias])  # looked up by name, never searched: no vector
         return alias
 
-    async def add_alias(self, ctx: MemoryContext, name: str, subject: str = USER) -> Alias:
-        return await asyncio.to_thread(self.add_alias_sync, ctx, name, subject)
-
-    async def aliases(self, ctx: MemoryContext) -> dict[str, str]:
-        return await asyncio.to_thread(self.aliases_sync, ctx)
-
-    def _subject(self, ctx: MemoryContext, subject: str) -> str:
-        return canonical_subject(subject, aliases=self.aliases_sync(ctx))
+    def subject(self, ctx: MemoryContext, subject: str) -> str:
+        """``subject`` canonicalised, a display name of this user's resolved through their aliases."""
+        return canonical_subject(subject, aliases=self.aliases(ctx))
 
     # -- the session log --------------------------------------------------------------------
 
-    def put_turns_sync(self, turns: Sequence[Turn], *, new: bool = False) -> None:
-        """Journal turns; the log is searchable, so each turn carries the vector of its text."""
-        if turns:
-            write = self.store.insert if new else self.store.upsert
-            write("turns", list(turns), self.embed([t.text for t in turns]))
+    def put_turns(self, turns: Sequence[Turn], *, new: bool = False) -> None:
+        """Journal turns (``new``: plain inserts, for turns never written before)."""
+        self._write("turns", turns, new=new)
+
+    def turn_count(self, ctx: MemoryContext, session_id: str) -> int:
+        return self.store.count("turns", Where(eq={**scope(ctx), "session_id": session_id}))
+
+    def session_turns(self, ctx: MemoryContext, session_id: str, *, ids: Sequence[str] | None = None) -> list[Turn]:
+        """The session's turns in order (only ``ids`` when given)."""
+        where = Where(eq={**scope(ctx), "session_id": session_id})
+        turns: list[Turn] = self.store.query("turns", where) if ids is None else self.store.get("turns", where, ids)
+        return sorted(turns, key=lambda t: t.seq)
+
+    def pending_turns(self, ctx: MemoryContext | None = None) -> list[Turn]:
+        """Turns the observer has not done yet: this user's, or every user's without ``ctx``."""
+        turns: list[Turn] = self.store.query("turns", Where(eq=scope(ctx) if ctx else {}, isin={"status": ["pending"]}))
+        return sorted(turns, key=lambda t: (t.namespace, t.user_id, t.session_id, t.seq))
 
     # -- working ----------------------------------------------------------------------------
 
     def session_seq(self, ctx: MemoryContext) -> int:
         """The latest turn number seen in this session's working memory."""
-        return max((e.seq for e in self.working_memory_sync(ctx, include_inactive=True)), default=0)
+        return max((e.seq for e in self.working_memory(ctx, include_inactive=True)), default=0)
 
-    def working_memory_sync(self, ctx: MemoryContext, *, include_inactive: bool = False) -> list[WorkingEntry]:
+    def working_memory(self, ctx: MemoryContext, *, include_inactive: bool = False) -> list[WorkingEntry]:
+        """This session's working entries (the active ones unless ``include_inactive``)."""
         if ctx.session_id is None:
             return []
         statuses = ["active", "overflow", "closed"] if include_inactive else ["active"]
-        where = Where(eq={**self.scope(ctx), "session_id": ctx.session_id}, isin={"status": statuses})
+        where = Where(eq={**scope(ctx), "session_id": ctx.session_id}, isin={"status": statuses})
         entries: list[WorkingEntry] = self.store.query("working", where)
         return sorted(entries, key=lambda e: (e.seq, e.created_at, e.id))
 
-    async def working_memory(self, ctx: MemoryContext, *, include_inactive: bool = False) -> list[WorkingEntry]:
-        return await asyncio.to_thread(self.working_memory_sync, ctx, include_inactive=include_inactive)
+    def session_entries(self, ctx: MemoryContext, session_ids: Sequence[str]) -> list[WorkingEntry]:
+        """Every working entry of these sessions, whatever its status, in observation order."""
+        entries: list[WorkingEntry] = self.store.query(
+            "working", Where(eq=scope(ctx), isin={"session_id": list(session_ids)})
+        )
+        return sorted(entries, key=lambda e: (e.session_id, e.seq, e.id))
 
-    def add_working_entries_sync(self, ctx: MemoryContext, entries: Sequence[WorkingEntry]) -> list[WorkingEntry]:
+    def active_working(self, ctx: MemoryContext) -> list[WorkingEntry]:
+        """The active working entries of every session of this user."""
+        entries: list[WorkingEntry] = self.store.query("working", Where(eq=scope(ctx), isin={"status": ["active"]}))
+        return entries
+
+    def put_working(self, entries: Sequence[WorkingEntry]) -> None:
+        """Write entries as they are (status changes; no capacity rule)."""
+        self._write("working", entries)
+
+    def add_working_entries(self, ctx: MemoryContext, entries: Sequence[WorkingEntry]) -> list[WorkingEntry]:
         """Write entries keeping at most ``capacity`` active by effective salience, in one write.
 
         Entries pushed out become "overflow": no longer in the active set, still in the session log
@@ -170,7 +221,7 @@ class TierWriter:
             return []
         capacity = self.working.capacity if self.working else 7
         half = self.working.salience_half_life if self.working else 8.0
-        active = {e.id: e for e in self.working_memory_sync(ctx)}
+        active = {e.id: e for e in self.working_memory(ctx)}
         active.update({e.id: e for e in entries})
         now_seq = max(e.seq for e in active.values())
         ranked = sorted(
@@ -186,10 +237,10 @@ class TierWriter:
             for e in ranked[capacity:]
             if e.id not in new_ids
         ]
-        self.store.upsert("working", writes, self.embed([e.text for e in writes]))
+        self.put_working(writes)
         return writes[: len(entries)]
 
-    def add_working_memory_sync(
+    def add_working_memory(
         self,
         ctx: MemoryContext,
         text: str,
@@ -201,13 +252,14 @@ class TierWriter:
         provenance: Sequence[str] = (),
         metadata: Mapping[str, Any] | None = None,
     ) -> WorkingEntry:
+        """Add one observation to this session's working memory."""
         if ctx.session_id is None:
             raise InvalidArgumentError("working memory needs a MemoryContext with a session_id")
         body = _text(text)
-        canon = self._subject(ctx, subject)
+        canon = self.subject(ctx, subject)
         now = self.clock.now()
         entry = WorkingEntry(
-            id=stable_id("wm", ctx.namespace, ctx.user_id, ctx.session_id, canon, body.lower()),
+            id=working_entry_id(ctx, session_id=ctx.session_id, subject=canon, text=body),
             namespace=ctx.namespace,
             user_id=ctx.user_id,
             session_id=ctx.session_id,
@@ -221,54 +273,77 @@ class TierWriter:
             provenance=tuple(provenance),
             metadata=dict(metadata or {}),
         )
-        self.add_working_entries_sync(ctx, [entry])
+        self.add_working_entries(ctx, [entry])
         return entry
-
-    async def add_working_memory(self, ctx: MemoryContext, text: str, **kwargs: Any) -> WorkingEntry:
-        return await asyncio.to_thread(self.add_working_memory_sync, ctx, text, **kwargs)
 
     # -- episodic ---------------------------------------------------------------------------
 
-    def add_episode_sync(self, episode: Episode) -> Episode:
-        self.store.upsert("episodes", [episode], self.embed([episode.summary]))
+    def add_episode(self, episode: Episode) -> Episode:
+        """Write one episode (its scope is its own)."""
+        self.put_episodes([episode])
         return episode
 
-    async def add_episode(self, episode: Episode) -> Episode:
-        return await asyncio.to_thread(self.add_episode_sync, episode)
+    def put_episodes(self, episodes: Sequence[Episode]) -> None:
+        self._write("episodes", episodes)
 
-    def episodes_sync(self, ctx: MemoryContext, *, statuses: Sequence[str] | None = None) -> list[Episode]:
-        where = Where(eq=self.scope(ctx), isin={"status": list(statuses)} if statuses else None)
+    def episode(self, ctx: MemoryContext, episode_id: str) -> Episode | None:
+        found: list[Episode] = self.store.get("episodes", Where(eq=scope(ctx)), [episode_id])
+        return found[0] if found else None
+
+    def episodes(self, ctx: MemoryContext, *, statuses: Sequence[str] | None = None) -> list[Episode]:
+        """This user's episodes, latest first (only ``statuses`` when given)."""
+        where = Where(eq=scope(ctx), isin={"status": list(statuses)} if statuses else None)
         episodes: list[Episode] = self.store.query("episodes", where)
         return sorted(episodes, key=lambda e: (e.ended_at, e.id), reverse=True)
 
-    def recent_episodes_sync(self, ctx: MemoryContext, *, limit: int = 5) -> list[Episode]:
-        return self.episodes_sync(ctx, statuses=["pending", "consolidated"])[:limit]
+    def unfinished_episodes(self, ctx: MemoryContext | None = None) -> list[Episode]:
+        """Episodes whose encoding failed or that wait for consolidation (every user's without ``ctx``)."""
+        episodes: list[Episode] = self.store.query(
+            "episodes", Where(eq=scope(ctx) if ctx else {}, isin={"status": ["failed", "pending"]})
+        )
+        return episodes
 
-    async def recent_episodes(self, ctx: MemoryContext, *, limit: int = 5) -> list[Episode]:
-        return await asyncio.to_thread(self.recent_episodes_sync, ctx, limit=limit)
+    def forget_episodes(self, ctx: MemoryContext, episodes: Sequence[Episode]) -> None:
+        """Delete episodes, the turns they cover and their sessions' closed working entries.
+
+        A reused session id may have newer turns and live working memory: those stay.
+        """
+        if not episodes:
+            return
+        where = scope(ctx)
+        turns = [t for e in episodes for t in e.provenance]
+        self.store.delete("episodes", Where(eq=where, isin={"id": [e.id for e in episodes]}))
+        if turns:
+            self.store.delete("turns", Where(eq=where, isin={"id": turns}))
+        closed = Where(eq={**where, "status": "closed"}, isin={"session_id": [e.session_id for e in episodes]})
+        self.store.delete("working", closed)
+
+    def recent_episodes(self, ctx: MemoryContext, *, limit: int = 5) -> list[Episode]:
+        """The latest live episodes."""
+        return self.episodes(ctx, statuses=["pending", "consolidated"])[:limit]
 
     # -- semantic ---------------------------------------------------------------------------
 
-    def facts_sync(
-        self, ctx: MemoryContext, *, subject: str | None = None, include_inactive: bool = False
-    ) -> list[Fact]:
-        eq = self.scope(ctx)
+    def facts(self, ctx: MemoryContext, *, subject: str | None = None, include_inactive: bool = False) -> list[Fact]:
+        """This user's facts, oldest first (active only unless ``include_inactive``)."""
+        eq = scope(ctx)
         if subject is not None:
-            eq["subject"] = self._subject(ctx, subject)
+            eq["subject"] = self.subject(ctx, subject)
         where = Where(eq=eq, isin=None if include_inactive else {"status": ["active"]})
         facts: list[Fact] = self.store.query("facts", where)
         return sorted(facts, key=lambda f: (f.created_at, f.id))
 
-    async def facts(
-        self, ctx: MemoryContext, *, subject: str | None = None, include_inactive: bool = False
+    def nearest_facts(
+        self, ctx: MemoryContext, vector: np.ndarray, *, subjects: Sequence[str], limit: int
     ) -> list[Fact]:
-        return await asyncio.to_thread(self.facts_sync, ctx, subject=subject, include_inactive=include_inactive)
+        """The active facts of ``subjects`` nearest to ``vector``."""
+        where = Where(eq=scope(ctx), isin={"status": ["active"], "subject": list(subjects)})
+        return [hit.record for hit in self.store.vector_search("facts", vector, where, limit=limit)]
 
-    def put_facts_sync(self, facts: Sequence[Fact]) -> None:
-        if facts:
-            self.store.upsert("facts", list(facts), self.embed([f.text for f in facts]))
+    def put_facts(self, facts: Sequence[Fact]) -> None:
+        self._write("facts", facts)
 
-    def add_semantic_fact_sync(
+    def add_semantic_fact(
         self,
         ctx: MemoryContext,
         text: str,
@@ -281,43 +356,43 @@ class TierWriter:
     ) -> Fact:
         """Add a fact; the same fact again reinforces it instead of duplicating it."""
         body = _text(text)
-        canon = self._subject(ctx, subject)
+        canon = self.subject(ctx, subject)
         now = self.clock.now()
-        fid = fact_id(ctx.namespace, ctx.user_id, canon, body)
-        existing: list[Fact] = self.store.get("facts", Where(eq=self.scope(ctx)), [fid])
+        fid = fact_id(ctx, subject=canon, text=body)
+        existing: list[Fact] = self.store.get("facts", Where(eq=scope(ctx)), [fid])
         fact: Fact
         if existing and existing[0].status == "active":
             fact = reinforce(existing[0], confidence=confidence, now=now, provenance=provenance)
         else:
-            fact = Fact(
-                id=fid,
-                namespace=ctx.namespace,
-                user_id=ctx.user_id,
+            fact = Fact.new(
+                ctx,
                 subject=canon,
                 text=body,
+                now=now,
                 confidence=confidence,
-                created_at=now,
-                updated_at=now,
-                reinforced_at=now,
                 valid_from=valid_from,
-                provenance=tuple(provenance),
-                metadata=dict(metadata or {}),
+                provenance=provenance,
+                metadata=metadata,
             )
-        self.put_facts_sync([fact])
+        self.put_facts([fact])
         return fact
 
-    async def add_semantic_fact(self, ctx: MemoryContext, text: str, **kwargs: Any) -> Fact:
-        return await asyncio.to_thread(self.add_semantic_fact_sync, ctx, text, **kwargs)
+    # -- relations (the graph rules live in Relations) ---------------------------------------
 
-    async def remember(self, ctx: MemoryContext, text: str, *, subject: str = USER) -> Fact:
-        """Store something the application was told to remember, as a high-confidence fact."""
-        return await self.add_semantic_fact(
-            ctx, text, subject=subject, confidence=0.95, metadata={"source": "remember"}
-        )
+    def edges(self, ctx: MemoryContext) -> list[Edge]:
+        edges: list[Edge] = self.store.query("edges", Where(eq=scope(ctx)))
+        return sorted(edges, key=lambda e: e.id)
+
+    def put_edges(self, edges: Sequence[Edge]) -> None:
+        self._write("edges", edges)
+
+    def delete_edges(self, ctx: MemoryContext, ids: Sequence[str]) -> None:
+        if ids:
+            self.store.delete("edges", Where(eq=scope(ctx), isin={"id": list(ids)}))
 
     # -- digest -----------------------------------------------------------------------------
 
-    def set_digest_sync(
+    def set_digest(
         self,
         ctx: MemoryContext,
         text: str,
@@ -325,12 +400,12 @@ class TierWriter:
         provenance: Sequence[str] = (),
         metadata: Mapping[str, Any] | None = None,
     ) -> Digest:
-        """Replace the user's digest (one per user; the previous text is kept in metadata)."""
+        """Replace the user's digest (one per user; the revision counts up in metadata)."""
         now = self.clock.now()
-        previous = self.latest_digest_sync(ctx)
+        previous = self.latest_digest(ctx)
         meta = {**(metadata or {}), "revision": (previous.metadata.get("revision", 0) + 1) if previous else 1}
         digest = Digest(
-            id=stable_id("digest", ctx.namespace, ctx.user_id),
+            id=digest_id(ctx),
             namespace=ctx.namespace,
             user_id=ctx.user_id,
             text=_text(text),
@@ -339,15 +414,9 @@ class TierWriter:
             provenance=tuple(provenance),
             metadata=meta,
         )
-        self.store.upsert("digests", [digest], self.embed([digest.text]))
+        self._write("digests", [digest])
         return digest
 
-    async def set_digest(self, ctx: MemoryContext, text: str, **kwargs: Any) -> Digest:
-        return await asyncio.to_thread(self.set_digest_sync, ctx, text, **kwargs)
-
-    def latest_digest_sync(self, ctx: MemoryContext) -> Digest | None:
-        found = self.store.get("digests", Where(eq=self.scope(ctx)), [stable_id("digest", ctx.namespace, ctx.user_id)])
+    def latest_digest(self, ctx: MemoryContext) -> Digest | None:
+        found = self.store.get("digests", Where(eq=scope(ctx)), [digest_id(ctx)])
         return found[0] if found else None
-
-    async def latest_digest(self, ctx: MemoryContext) -> Digest | None:
-        return await asyncio.to_thread(self.latest_digest_sync, ctx)

@@ -2,6 +2,10 @@
 
 Authority comes from the bound context only: arguments are validated with ``extra="forbid"``,
 so no argument can name another namespace, user or session.
+
+Results are compact by default (:func:`compact_item`: id, tier, subject, date, text), since every
+character of a tool result is a token the model reads; a tool whose arguments have a ``verbose``
+field returns the full :class:`MemoryItem` (confidence, scores, provenance, metadata) when it is set.
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ class RecallArguments(BaseModel):
     subject: str | None = Field(
         default=None, max_length=64, description="Only memories about this subject ('user', 'moni', 'acme-corp')."
     )
+    verbose: bool = Field(
+        default=False, description="Return every field (confidence, scores, provenance, metadata), not just the text."
+    )
 
 
 class ToolEnvelope(BaseModel):
@@ -42,15 +49,35 @@ class ToolEnvelope(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     ok: bool = Field(description="False when the call could not be served; the agent may retry.")
-    results: list[dict[str, Any]] = Field(default_factory=list, description="Memory items as JSON objects.")
+    results: list[dict[str, Any]] = Field(
+        default_factory=list, description="Memory items as JSON objects, compact unless asked for verbose."
+    )
     error: str | None = Field(default=None, description="What went wrong, for the model to read.")
 
 
 Handler = Callable[[BaseModel], Awaitable[Sequence[MemoryItem]]]
 
 
+def _date(item: MemoryItem) -> str:
+    """The day a memory is about: a fact's validity start, a session's first turn, else its creation."""
+    for key in ("valid_from", "started_at"):
+        value = item.metadata.get(key)
+        if isinstance(value, str) and len(value) >= 10:
+            return value[:10]
+    return item.created_at.date().isoformat()
+
+
+def compact_item(item: MemoryItem) -> dict[str, Any]:
+    """What a model needs to use a memory: its id (to refer back to it), tier, subject, date and text."""
+    return {"id": item.id, "tier": item.tier, "subject": item.subject, "date": _date(item), "text": item.text}
+
+
 class MemoryTool:
-    """One tool: a name, a JSON schema, and an async ``call`` that never raises into the agent loop."""
+    """One tool: a name, a JSON schema, and an async ``call`` that never raises into the agent loop.
+
+    When ``arguments`` has a ``verbose`` field, results are :func:`compact_item` views unless the
+    call sets it; other tools return full items.
+    """
 
     def __init__(self, *, name: str, description: str, arguments: type[BaseModel], handler: Handler) -> None:
         if not TOOL_NAME.match(name):
@@ -89,7 +116,11 @@ class MemoryTool:
             items = await self._handler(parsed)
         except TiermemError as exc:
             return ToolEnvelope(ok=False, error=f"{self.name} failed: {exc}").model_dump()
-        return ToolEnvelope(ok=True, results=[i.model_dump(mode="json") for i in items]).model_dump()
+        if getattr(parsed, "verbose", True):
+            results = [i.model_dump(mode="json") for i in items]
+        else:
+            results = [compact_item(i) for i in items]
+        return ToolEnvelope(ok=True, results=results).model_dump()
 
 
 def _brief(exc: Exception) -> str:

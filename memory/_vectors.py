@@ -79,6 +79,11 @@ class VectorCache:
             self._blocks.move_to_end(key)
             return block
 
+    def peek(self, key: tuple[str, str, str]) -> VectorBlock | None:
+        """The block held for ``key`` whatever its version (for sizes, never for results)."""
+        with self._lock:
+            return self._blocks.get(key)
+
     def put(self, key: tuple[str, str, str], block: VectorBlock) -> None:
         if block.nbytes > self.max_bytes:
             return

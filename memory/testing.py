@@ -1,4 +1,17 @@
-"""Test doubles shipped with the library: fake models through litellm, a hashing embedder, a frozen clock."""
+"""Test doubles shipped with the library: fake models through litellm, a hashing embedder, a frozen clock.
+
+A fake model is reached through real litellm (``system(model=fake.model)``). Its function is called with
+the messages and the :class:`StageCall` (the stage, its typed input and the output schema), as
+pydantic-ai's ``FunctionModel`` function receives ``AgentInfo``, so it never parses the prompt to know what
+is asked::
+
+    def answer(messages: list[dict[str, Any]], call: StageCall[Any, Any]) -> dict[str, Any]:
+        if call.stage is observe.STAGE:
+            return {"observations": []}
+        ...
+
+    fake = FunctionModel(answer)
+"""
 
 from __future__ import annotations
 
@@ -13,13 +26,16 @@ from typing import Any
 from ._embedders import HashingEmbedder
 from ._errors import ModelError
 from ._llm import allow_real_requests, install_fake_provider
+from ._stage import StageCall
 
 __all__ = [
     "FrozenClock",
     "FunctionModel",
     "HashingEmbedder",
     "RecordedCall",
+    "Reply",
     "ScriptedModel",
+    "StageCall",
     "forbid_real_model_requests",
 ]
 
@@ -54,18 +70,27 @@ class RecordedCall:
 
     model: str
     messages: list[dict[str, Any]]
+    call: StageCall[Any, Any] | None = None
+    """The stage call, when the request came from a stage (always, through the pipelines)."""
+
+    @property
+    def stage_name(self) -> str | None:
+        """The stage's name, or None."""
+        return None if self.call is None else self.call.stage.name
 
     @property
     def prompt(self) -> str:
         return "\n".join(str(m.get("content", "")) for m in self.messages)
 
 
-Reply = Callable[[list[dict[str, Any]]], "str | dict[str, Any] | Awaitable[str | dict[str, Any]]"]
+Reply = Callable[[list[dict[str, Any]], StageCall[Any, Any]], "str | dict[str, Any] | Awaitable[str | dict[str, Any]]"]
+"""A fake model's function: (messages, stage call) -> the reply, a JSON string or a dict (sync or async)."""
 
 
 @dataclass
 class FunctionModel:
-    """A model whose reply is computed by a Python function of the messages; reachable via litellm."""
+    """A model whose reply is computed by a Python function of the messages and the stage call; reachable via
+    litellm as :attr:`model`."""
 
     function: Reply
     latency: float = 0.0
@@ -75,24 +100,33 @@ class FunctionModel:
     def __post_init__(self) -> None:
         self.model = install_fake_provider(self.name, self._serve)
 
-    async def _serve(self, model: str, messages: list[dict[str, Any]]) -> str:
-        self.calls.append(RecordedCall(model=model, messages=list(messages)))
+    async def _serve(self, model: str, messages: list[dict[str, Any]], call: StageCall[Any, Any] | None) -> str:
+        self.calls.append(RecordedCall(model=model, messages=list(messages), call=call))
         if self.latency:
             await asyncio.sleep(self.latency)
-        reply = self.function(list(messages))
+        reply = await self._reply(list(messages), call)
+        return reply if isinstance(reply, str) else json.dumps(reply)
+
+    async def _reply(self, messages: list[dict[str, Any]], call: StageCall[Any, Any] | None) -> str | dict[str, Any]:
+        if call is None:
+            raise ModelError(f"{self.name}: a FunctionModel answers stage calls only (LLM.structured without call=)")
+        reply = self.function(messages, call)
         if asyncio.iscoroutine(reply) or isinstance(reply, Awaitable):
             reply = await reply
-        return reply if isinstance(reply, str) else json.dumps(reply)
+        return reply
 
 
 class ScriptedModel(FunctionModel):
-    """Replies from a script, in order; raises when the script runs out. Records every call."""
+    """Replies from a script, in order, whatever it is asked; raises when the script runs out. Records every call."""
 
     def __init__(self, replies: Sequence[str | dict[str, Any] | Exception], *, name: str | None = None) -> None:
         self._replies = list(replies)
-        super().__init__(function=self._next, name=name or f"scripted-{next(_counter)}")
+        super().__init__(function=lambda messages, call: self._next(), name=name or f"scripted-{next(_counter)}")
 
-    def _next(self, messages: list[dict[str, Any]]) -> str | dict[str, Any]:
+    async def _reply(self, messages: list[dict[str, Any]], call: StageCall[Any, Any] | None) -> str | dict[str, Any]:
+        return self._next()
+
+    def _next(self) -> str | dict[str, Any]:
         if not self._replies:
             raise ModelError("scripted model has no replies left")
         reply = self._replies.pop(0)

@@ -5,12 +5,11 @@ from __future__ import annotations
 from ._compaction import CompactionPlan, compact_subject
 from ._consolidator import ConsolidationPlan, Refusal, consolidate_episodes
 from ._digester import write_digest
-from ._episodes import encode_session, episode_id
-from ._model import PROMPTS, LLMStages, RulesStages, StageModel
+from ._episodes import encode_session
+from ._model import LLMStages, RulesStages, StageModel
 from ._observer import ObservedTurn, observe_turn
 
 __all__ = [
-    "PROMPTS",
     "CompactionPlan",
     "ConsolidationPlan",
     "LLMStages",
@@ -21,7 +20,6 @@ __all__ = [
     "compact_subject",
     "consolidate_episodes",
     "encode_session",
-    "episode_id",
     "observe_turn",
     "write_digest",
 ]

@@ -36,7 +36,7 @@ async def compact_subject(
     own = {f.id: f for f in facts if f.subject == subject and f.status == "active"}
     if len(own) < 2:
         return plan
-    output = await model.generate("compact", compact.Input(subject=subject, facts=list(own.values())), compact.Output)
+    output = await model.run(compact.STAGE, compact.Input(subject=subject, facts=list(own.values())))
     used: set[str] = set()
     for merge in output.merges:
         ids = list(dict.fromkeys(merge.source_ids))
@@ -45,26 +45,24 @@ async def compact_subject(
             continue
         sources = [own[i] for i in ids]
         text = " ".join(merge.text.split())
-        new_id = fact_id(ctx.namespace, ctx.user_id, subject, text)
+        new_id = fact_id(ctx, subject=subject, text=text)
         if new_id in own and new_id not in ids:
             plan.refused += 1  # the merged text is another, unmerged fact of this subject
             continue
         used.update(ids)
         # When the merged text is one of the sources, that fact survives (same id) and absorbs the others.
         plan.facts.append(
-            Fact(
-                id=new_id,
-                namespace=ctx.namespace,
-                user_id=ctx.user_id,
+            Fact.new(
+                ctx,
                 subject=subject,
                 text=text,
+                now=now,
                 confidence=max(s.confidence for s in sources),
                 created_at=min(s.created_at for s in sources),
-                updated_at=now,
                 reinforced_at=max(s.reinforced_at for s in sources),
                 reinforcements=sum(s.reinforcements for s in sources),
-                provenance=tuple(dict.fromkeys(p for s in sources for p in s.provenance)),
-                metadata={"prompt_version": compact.VERSION, "merged_from": ids},
+                provenance=dict.fromkeys(p for s in sources for p in s.provenance),
+                metadata={"prompt_version": compact.STAGE.version, "merged_from": ids},
             )
         )
         superseded = [s for s in sources if s.id != new_id]

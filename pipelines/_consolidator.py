@@ -14,7 +14,7 @@ from datetime import datetime
 
 from tiermem.memory._decay import reinforce
 from tiermem.memory._errors import InvalidSubjectError
-from tiermem.memory._identity import fact_id, stable_id
+from tiermem.memory._identity import edge_id, fact_id
 from tiermem.memory._options import RelationsOptions
 from tiermem.memory._records import Edge, Episode, Fact, MemoryContext, WorkingEntry
 from tiermem.memory._subjects import canonical_subject
@@ -77,8 +77,7 @@ async def consolidate_episodes(
         relations=rel,
         now=now,
     )
-    shape: type[consolidate.FactsOutput] = consolidate.Output if rel is not None else consolidate.FactsOutput
-    output = await model.generate("consolidate", inputs, shape)
+    output = await model.run(consolidate.STAGE, inputs)  # a consolidate.Output (with edges) when relations are on
     plan = ConsolidationPlan()
     known = {f.id: f for f in existing}
     sources = _Sources(episodes, observations)
@@ -129,29 +128,25 @@ def _apply(
         return
     episodes = sources.episode_ids(op.source_episode_ids)
     turns = sources.turns(op.text or (target.text if target else ""), subject, episodes)
-    meta = {"prompt_version": consolidate.VERSION, "episodes": episodes}
+    meta = {"prompt_version": consolidate.STAGE.version, "episodes": episodes}
     if op.op == "reinforce" or (op.op == "update" and target is not None and _same(target.text, op.text)):
         assert target is not None
         plan.facts[target.id] = _reinforced(plan.facts.get(target.id, target), op.confidence, now, turns)
         plan.count("reinforce")
         return
     text = " ".join(op.text.split())
-    new_id = fact_id(ctx.namespace, ctx.user_id, subject, text)
+    new_id = fact_id(ctx, subject=subject, text=text)
     current = plan.facts.get(new_id) or known.get(new_id)
     if current is not None and current.status == "active":
         plan.facts[new_id] = _reinforced(current, op.confidence, now, turns)
         plan.count("reinforce")
         return
-    plan.facts[new_id] = Fact(
-        id=new_id,
-        namespace=ctx.namespace,
-        user_id=ctx.user_id,
+    plan.facts[new_id] = Fact.new(
+        ctx,
         subject=subject,
         text=text,
+        now=now,
         confidence=op.confidence,
-        created_at=now,
-        updated_at=now,
-        reinforced_at=now,
         valid_from=now,
         provenance=turns,
         metadata=meta,
@@ -235,7 +230,7 @@ def _edges(
         if minted and not rel.create_implicit_entities:
             plan.count("edges_unknown_endpoint")
             continue
-        eid = stable_id("edge", ctx.namespace, ctx.user_id, source, relation, target)
+        eid = edge_id(ctx, source=source, relation=relation, target=target)
         out[eid] = Edge(
             id=eid,
             namespace=ctx.namespace,
@@ -248,6 +243,6 @@ def _edges(
             updated_at=now,
             provenance=turns,
             # Minted endpoints have no facts of their own; the janitor must not take them for dangling.
-            metadata={"prompt_version": consolidate.VERSION, **({"implicit": minted} if minted else {})},
+            metadata={"prompt_version": consolidate.STAGE.version, **({"implicit": minted} if minted else {})},
         )
     return list(out.values())

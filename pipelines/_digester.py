@@ -22,5 +22,5 @@ async def write_digest(
 ) -> str:
     """One model call; returns the digest text."""
     inputs = digest.Input(facts=list(facts), edges=list(edges), user_names=list(user_names), previous=previous)
-    output = await model.generate("digest", inputs, digest.Output)
+    output = await model.run(digest.STAGE, inputs)
     return " ".join(output.text.split())

@@ -6,19 +6,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from tiermem.memory._errors import InvalidSubjectError
-from tiermem.memory._identity import stable_id
+from tiermem.memory._identity import episode_id
 from tiermem.memory._records import Episode, MemoryContext, Turn, WorkingEntry
 from tiermem.memory._subjects import canonical_subject
 from tiermem.prompts import encode_episode
 
 from ._model import StageModel
 
-__all__ = ["encode_session", "episode_id"]
-
-
-def episode_id(ctx: MemoryContext, session_id: str) -> str:
-    """One episode per session, so re-encoding replaces instead of duplicating."""
-    return stable_id("ep", ctx.namespace, ctx.user_id, session_id)
+__all__ = ["encode_session"]
 
 
 async def encode_session(
@@ -41,7 +36,7 @@ async def encode_session(
         started_at=min(times),
         ended_at=max(times),
     )
-    output = await model.generate("encode_episode", inputs, encode_episode.Output)
+    output = await model.run(encode_episode.STAGE, inputs)
     subjects: list[str] = []
     for raw in [*output.subjects, *(e.subject for e in entries)]:
         try:
@@ -52,7 +47,7 @@ async def encode_session(
             subjects.append(subject)
     dia = [str(t.metadata["dia_id"]) for t in turns if "dia_id" in t.metadata]
     return Episode(
-        id=episode_id(ctx, session_id),
+        id=episode_id(ctx, session_id=session_id),
         namespace=ctx.namespace,
         user_id=ctx.user_id,
         session_id=session_id,
@@ -65,5 +60,9 @@ async def encode_session(
         salience=output.salience,
         status="pending",
         provenance=tuple(t.id for t in turns),
-        metadata={"prompt_version": encode_episode.VERSION, "model": model.name, **({"dia_ids": dia} if dia else {})},
+        metadata={
+            "prompt_version": encode_episode.STAGE.version,
+            "model": model.name,
+            **({"dia_ids": dia} if dia else {}),
+        },
     )

@@ -1,37 +1,32 @@
-"""Stage models: how a pipeline stage turns its structured input into the prompt's output type.
+"""Stage models: how a pipeline stage turns its typed input into its typed output.
 
-Two implementations of one Protocol: :class:`LLMStages` renders the stage's prompt and asks a
-model through the LLM boundary; :class:`RulesStages` runs the offline rules model on the same
-input. Pipelines never know which one they have.
+Two implementations of one Protocol, both keyed on the prompt modules' :class:`~tiermem.memory._stage.Stage`
+objects: :class:`LLMStages` renders the stage's prompt and asks a model through the LLM boundary;
+:class:`RulesStages` runs the offline rules model on the same input. Pipelines never know which one
+they have::
+
+    output = await stages.run(observe.STAGE, observe.Input(...))  # an observe.Output
 """
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from tiermem.memory._errors import ModelError
+from tiermem.memory._stage import Stage
 from tiermem.memory._usage import UsageLedger
-from tiermem.prompts import compact, consolidate, digest, encode_episode, observe
 
 from . import _rules as rules
 
 if TYPE_CHECKING:
     from tiermem.memory._llm import LLM
 
-__all__ = ["PROMPTS", "LLMStages", "RulesStages", "StageModel"]
+__all__ = ["LLMStages", "RulesStages", "StageModel"]
 
-T = TypeVar("T", bound=BaseModel)
-
-PROMPTS: dict[str, ModuleType] = {
-    "observe": observe,
-    "encode_episode": encode_episode,
-    "consolidate": consolidate,
-    "digest": digest,
-    "compact": compact,
-}
+InputT = TypeVar("InputT", bound=BaseModel)
+OutputT = TypeVar("OutputT", bound=BaseModel)
 
 
 class StageModel(Protocol):
@@ -40,7 +35,9 @@ class StageModel(Protocol):
     name: str
     ledger: UsageLedger
 
-    async def generate(self, stage: str, inputs: BaseModel, output: type[T]) -> T: ...
+    async def run(self, stage: Stage[InputT, OutputT], inputs: InputT) -> OutputT:
+        """The stage's answer to ``inputs``, validated against ``stage.output_for(inputs)``."""
+        ...
 
 
 class LLMStages:
@@ -51,11 +48,14 @@ class LLMStages:
         self.name = llm.model
         self.ledger = llm.ledger
 
-    async def generate(self, stage: str, inputs: BaseModel, output: type[T]) -> T:
-        module = PROMPTS[stage]
-        fields: dict[str, Any] = {name: getattr(inputs, name) for name in type(inputs).model_fields}
-        messages = module.render(**fields)
-        return await self.llm.structured(stage=stage, messages=messages, output=output)
+    @property
+    def fingerprint(self) -> str:
+        """The model configuration in use, to tell whether a permanent failure may be fixed by now."""
+        return self.llm.fingerprint
+
+    async def run(self, stage: Stage[InputT, OutputT], inputs: InputT) -> OutputT:
+        call = stage.call(inputs)
+        return await self.llm.structured(stage=stage.name, messages=stage.render(inputs), output=call.output, call=call)
 
 
 class RulesStages:
@@ -66,8 +66,9 @@ class RulesStages:
     def __init__(self, ledger: UsageLedger | None = None) -> None:
         self.ledger = ledger if ledger is not None else UsageLedger()
 
-    async def generate(self, stage: str, inputs: BaseModel, output: type[T]) -> T:
-        if stage not in rules.RULES:
-            raise ModelError(f"the rules model has no {stage!r} stage", stage=stage)
-        result = rules.RULES[stage](inputs)  # not a model call: the usage ledger stays untouched
-        return output.model_validate(result.model_dump())
+    async def run(self, stage: Stage[InputT, OutputT], inputs: InputT) -> OutputT:
+        rule = rules.RULES.get(stage)
+        if rule is None:
+            raise ModelError(f"the rules model has no {stage.name!r} stage", stage=stage.name)
+        result = rule(inputs)  # not a model call: the usage ledger stays untouched
+        return stage.output_for(inputs).model_validate(result.model_dump())

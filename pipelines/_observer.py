@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tiermem.memory._errors import InvalidSubjectError
-from tiermem.memory._identity import stable_id
+from tiermem.memory._identity import observation_id
 from tiermem.memory._records import Turn, WorkingEntry
 from tiermem.memory._subjects import canonical_subject
 from tiermem.prompts import observe
@@ -39,7 +39,7 @@ async def observe_turn(
         known_subjects=list(known_subjects),
         now=turn.created_at,
     )
-    output = await model.generate("observe", inputs, observe.Output)
+    output = await model.run(observe.STAGE, inputs)
     entries: list[WorkingEntry] = []
     dropped = 0
     for index, obs in enumerate(output.observations):
@@ -51,7 +51,7 @@ async def observe_turn(
         text = " ".join(obs.text.split())
         entries.append(
             WorkingEntry(
-                id=stable_id("wm", turn.namespace, turn.user_id, turn.session_id, turn.id, str(index)),
+                id=observation_id(turn, index=index),
                 namespace=turn.namespace,
                 user_id=turn.user_id,
                 session_id=turn.session_id,
@@ -63,7 +63,7 @@ async def observe_turn(
                 created_at=turn.created_at,
                 updated_at=turn.created_at,
                 provenance=(turn.id,),
-                metadata={"prompt_version": observe.VERSION, "model": model.name, **turn.metadata},
+                metadata={"prompt_version": observe.STAGE.version, "model": model.name, **turn.metadata},
             )
         )
     return ObservedTurn(entries=entries, dropped=dropped)

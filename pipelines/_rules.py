@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from tiermem.memory._errors import InvalidSubjectError
 from tiermem.memory._records import Edge, Fact
+from tiermem.memory._stage import Stage
 from tiermem.memory._subjects import USER, canonical_subject, is_canonical_subject
 from tiermem.prompts import compact as compact_prompt
 from tiermem.prompts import consolidate as consolidate_prompt
@@ -440,10 +441,11 @@ def digest(inputs: digest_prompt.Input) -> digest_prompt.Output:
     return digest_prompt.Output(text=" ".join(out))
 
 
-RULES: dict[str, Callable[[Any], BaseModel]] = {
-    "observe": observe,
-    "encode_episode": encode_episode,
-    "consolidate": consolidate,
-    "digest": digest,
-    "compact": compact,
+RULES: Mapping[Stage[Any, Any], Callable[[Any], BaseModel]] = {
+    observe_prompt.STAGE: observe,
+    encode_prompt.STAGE: encode_episode,
+    consolidate_prompt.STAGE: consolidate,
+    digest_prompt.STAGE: digest,
+    compact_prompt.STAGE: compact,
 }
+"""Each stage's rule, keyed on the prompt module's stage object."""

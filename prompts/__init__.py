@@ -1,7 +1,23 @@
-"""Prompts, one module each: VERSION, Input, Output, TEXT and render(...)."""
+"""Prompts, one module each: ``VERSION``, ``Input``, ``Output``, ``TEXT`` and the typed ``STAGE`` built from them.
+
+``STAGES`` lists every stage once, in pipeline order (observe, encode, consolidate, digest, compact); ``Stage``
+is their type.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from tiermem.memory._stage import Stage
+
 from . import compact, consolidate, digest, encode_episode, observe
 
-__all__ = ["compact", "consolidate", "digest", "encode_episode", "observe"]
+__all__ = ["STAGES", "Stage", "compact", "consolidate", "digest", "encode_episode", "observe"]
+
+STAGES: tuple[Stage[Any, Any], ...] = (
+    observe.STAGE,
+    encode_episode.STAGE,
+    consolidate.STAGE,
+    digest.STAGE,
+    compact.STAGE,
+)

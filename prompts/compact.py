@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from tiermem.memory._records import Fact
+from tiermem.memory._stage import ChatMessages, Stage
 
 VERSION = "compact-v1"
 
@@ -39,10 +40,13 @@ are unrelated, do not invent anything, and keep the subject: every merged fact i
 """
 
 
-def render(*, subject: str, facts: list[Fact]) -> list[dict[str, str]]:
-    """Messages for the model."""
-    lines = "\n".join(f"- id={f.id} {f.text}" for f in facts)
+def _render(inputs: Input) -> ChatMessages:
+    lines = "\n".join(f"- id={f.id} {f.text}" for f in inputs.facts)
     return [
-        {"role": "system", "content": TEXT.format(subject=subject)},
+        {"role": "system", "content": TEXT.format(subject=inputs.subject)},
         {"role": "user", "content": f"Facts:\n{lines}"},
     ]
+
+
+STAGE = Stage(name="compact", version=VERSION, input=Input, output=Output, text=TEXT, renderer=_render)
+"""The compaction stage: one subject's facts in, merges out."""

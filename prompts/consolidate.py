@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tiermem.memory._options import RelationsOptions
 from tiermem.memory._records import Episode, Fact, WorkingEntry
+from tiermem.memory._stage import ChatMessages, Stage
 
 VERSION = "consolidate-v1"
 
@@ -83,17 +84,10 @@ Also extract typed relations between subjects as edges, e.g.
 """
 
 
-def render(
-    *,
-    episodes: list[Episode],
-    observations: list[WorkingEntry],
-    existing: list[Fact],
-    user_names: list[str],
-    relations: RelationsOptions | None,
-    now: datetime,
-) -> list[dict[str, str]]:
-    """Messages for the model; the relations paragraph appears only when relations are on."""
+def _render(inputs: Input) -> ChatMessages:
+    """The relations paragraph appears only when relations are on."""
     rel = ""
+    relations = inputs.relations
     if relations is not None and relations.enabled:
         vocab = (
             f"Use only these relation types: {', '.join(relations.vocabulary)}."
@@ -101,22 +95,42 @@ def render(
             else "Relation types are short lowercase phrases."
         )
         rel = RELATIONS.format(vocabulary=vocab)
-    system = TEXT.format(user_names=", ".join(user_names) or "unknown", relations=rel)
-    facts = "\n".join(f"- id={f.id} [{f.subject}] {f.text}" for f in existing) or "- (none)"
+    system = TEXT.format(user_names=", ".join(inputs.user_names) or "unknown", relations=rel)
+    facts = "\n".join(f"- id={f.id} [{f.subject}] {f.text}" for f in inputs.existing) or "- (none)"
     by_session: dict[str, list[WorkingEntry]] = {}
-    for entry in observations:
+    for entry in inputs.observations:
         by_session.setdefault(entry.session_id, []).append(entry)
     eps = "\n".join(
         f"- id={e.id} ({e.started_at.date().isoformat()}) {e.summary}"
         + "".join(f"\n    - [{o.subject}] {o.text}" for o in by_session.get(e.session_id, []))
-        for e in episodes
+        for e in inputs.episodes
     )
     return [
         {"role": "system", "content": system},
         {
             "role": "user",
             "content": (
-                f"Now: {now.isoformat()}\n\nExisting facts:\n{facts}\n\nNew episodes (with their observations):\n{eps}"
+                f"Now: {inputs.now.isoformat()}\n\nExisting facts:\n{facts}\n\n"
+                f"New episodes (with their observations):\n{eps}"
             ),
         },
     ]
+
+
+def _output_for(inputs: Input) -> type[FactsOutput]:
+    """Edges are asked for only when relations are on."""
+    on = inputs.relations is not None and inputs.relations.enabled
+    return Output if on else FactsOutput
+
+
+STAGE = Stage(
+    name="consolidate",
+    version=VERSION,
+    input=Input,
+    output=FactsOutput,
+    text=TEXT,
+    renderer=_render,
+    narrow=_output_for,
+)
+"""The consolidator stage: episodes and existing facts in, fact operations (and :class:`Output`'s edges
+when relations are on) out."""

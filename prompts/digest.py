@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from tiermem.memory._records import Edge, Fact
+from tiermem.memory._stage import ChatMessages, Stage
 
 VERSION = "digest-v1"
 
@@ -34,16 +35,17 @@ their facts into the user. Organisations appear through the user's link to them.
 """
 
 
-def render(
-    *, facts: list[Fact], edges: list[Edge], user_names: list[str], previous: str | None
-) -> list[dict[str, str]]:
-    """Messages for the model."""
-    system = TEXT.format(user_names=", ".join(user_names) or "unknown")
-    lines = "\n".join(f"- [{f.subject}] {f.text}" for f in facts) or "- (none)"
-    rels = "\n".join(f"- {e.text}" for e in edges)
+def _render(inputs: Input) -> ChatMessages:
+    system = TEXT.format(user_names=", ".join(inputs.user_names) or "unknown")
+    lines = "\n".join(f"- [{f.subject}] {f.text}" for f in inputs.facts) or "- (none)"
+    rels = "\n".join(f"- {e.text}" for e in inputs.edges)
     body = f"Facts:\n{lines}"
     if rels:
         body += f"\n\nRelations:\n{rels}"
-    if previous:
-        body += f"\n\nPrevious digest:\n{previous}"
+    if inputs.previous:
+        body += f"\n\nPrevious digest:\n{inputs.previous}"
     return [{"role": "system", "content": system}, {"role": "user", "content": body}]
+
+
+STAGE = Stage(name="digest", version=VERSION, input=Input, output=Output, text=TEXT, renderer=_render)
+"""The digest stage: the user's facts in, a narrative out."""

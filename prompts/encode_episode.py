@@ -7,6 +7,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from tiermem.memory._records import Turn, WorkingEntry
+from tiermem.memory._stage import ChatMessages, Stage
 
 VERSION = "encode-episode-v1"
 
@@ -40,16 +41,19 @@ lowercase-hyphenated organisation names. The session ran from {started_at} to {e
 """
 
 
-def render(
-    *, entries: list[WorkingEntry], turns: list[Turn], user_names: list[str], started_at: datetime, ended_at: datetime
-) -> list[dict[str, str]]:
-    """Messages for the model."""
+def _render(inputs: Input) -> ChatMessages:
     system = TEXT.format(
-        user_names=", ".join(user_names) or "unknown", started_at=started_at.isoformat(), ended_at=ended_at.isoformat()
+        user_names=", ".join(inputs.user_names) or "unknown",
+        started_at=inputs.started_at.isoformat(),
+        ended_at=inputs.ended_at.isoformat(),
     )
-    observed = "\n".join(f"- [{e.subject}] {e.text}" for e in entries) or "- (none)"
-    transcript = "\n".join(t.text for t in turns)
+    observed = "\n".join(f"- [{e.subject}] {e.text}" for e in inputs.entries) or "- (none)"
+    transcript = "\n".join(t.text for t in inputs.turns)
     return [
         {"role": "system", "content": system},
         {"role": "user", "content": f"Observations:\n{observed}\n\nTranscript:\n{transcript}"},
     ]
+
+
+STAGE = Stage(name="encode_episode", version=VERSION, input=Input, output=Output, text=TEXT, renderer=_render)
+"""The episode encoder stage: a session's observations and turns in, one episode out."""

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tiermem.memory._records import Message
+from tiermem.memory._stage import ChatMessages, Stage
 
 VERSION = "observe-v1"
 Kind = Literal["fact", "preference", "event", "plan", "relationship", "other"]
@@ -58,14 +59,15 @@ Use the speaker's name when it is given. The turn happened at {now}.
 """
 
 
-def render(
-    *, messages: list[Message], user_names: list[str], known_subjects: list[str], now: datetime
-) -> list[dict[str, str]]:
-    """Messages for the model."""
+def _render(inputs: Input) -> ChatMessages:
     system = TEXT.format(
-        user_names=", ".join(user_names) or "unknown",
-        known_subjects=", ".join(known_subjects) or "none",
-        now=now.isoformat(),
+        user_names=", ".join(inputs.user_names) or "unknown",
+        known_subjects=", ".join(inputs.known_subjects) or "none",
+        now=inputs.now.isoformat(),
     )
-    turn = "\n".join(f"{m.name or m.role}: {m.content}" for m in messages)
+    turn = "\n".join(f"{m.name or m.role}: {m.content}" for m in inputs.messages)
     return [{"role": "system", "content": system}, {"role": "user", "content": f"Turn:\n{turn}"}]
+
+
+STAGE = Stage(name="observe", version=VERSION, input=Input, output=Output, text=TEXT, renderer=_render)
+"""The observer stage: one turn in, observations out."""

@@ -10,29 +10,43 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .memory._blocking import Blocking
-from .memory._capability import (
-    MEMORY_CAPABILITY_PRESETS,
-    CapabilityPreset,
-    MemoryCapability,
-    MemoryProvider,
-    create_memory_capability,
-)
+from .memory._capability import MemoryCapability, MemoryProvider, create_memory_capability
 from .memory._clock import Clock, SystemClock
 from .memory._context import approx_tokens
 from .memory._decay import effective_confidence
 from .memory._embedders import Embedder, HashingEmbedder, LiteLLMEmbedder, SentenceTransformerEmbedder, StaticEmbedder
+from .memory._erasure import EraseReport, ForgetReport
 from .memory._errors import (
     ConfigurationError,
     EmbedderError,
+    ErrorKind,
     InvalidArgumentError,
     InvalidSubjectError,
+    ModelAuthenticationError,
+    ModelBadRequestError,
+    ModelConnectionError,
+    ModelContentPolicyError,
+    ModelContextWindowError,
     ModelError,
+    ModelNotFoundError,
     ModelOutputError,
+    ModelPermanentError,
+    ModelPermissionError,
+    ModelRateLimitError,
+    ModelServerError,
+    ModelTimeoutError,
+    ModelTransientError,
+    StoreConflictError,
     StoreError,
     StoreMismatchError,
+    StoreNotFoundError,
+    StoreUnavailableError,
     TiermemError,
 )
+from .memory._governance import MemoryNotFoundError, MemoryPage, MemoryStats, MemoryVersion
 from .memory._options import (
+    MEMORY_CAPABILITY_PRESETS,
+    CapabilityPreset,
     DigestOptions,
     EpisodicOptions,
     HygieneOptions,
@@ -41,6 +55,7 @@ from .memory._options import (
     SemanticOptions,
     WorkingOptions,
 )
+from .memory._portability import ExportReport, ImportReport
 from .memory._recall import edge_to_memory_item
 from .memory._records import (
     Alias,
@@ -107,21 +122,42 @@ __all__ = [
     "EmbedderError",
     "Episode",
     "EpisodicOptions",
+    "EraseReport",
+    "ErrorKind",
+    "ExportReport",
     "Fact",
+    "ForgetReport",
     "HashingEmbedder",
     "HygieneOptions",
+    "ImportReport",
     "InvalidArgumentError",
     "InvalidSubjectError",
     "LiteLLMEmbedder",
     "MemoryCapability",
     "MemoryContext",
     "MemoryItem",
+    "MemoryNotFoundError",
+    "MemoryPage",
     "MemoryProvider",
+    "MemoryStats",
     "MemorySystem",
     "MemoryTool",
+    "MemoryVersion",
     "Message",
+    "ModelAuthenticationError",
+    "ModelBadRequestError",
+    "ModelConnectionError",
+    "ModelContentPolicyError",
+    "ModelContextWindowError",
     "ModelError",
+    "ModelNotFoundError",
     "ModelOutputError",
+    "ModelPermanentError",
+    "ModelPermissionError",
+    "ModelRateLimitError",
+    "ModelServerError",
+    "ModelTimeoutError",
+    "ModelTransientError",
     "RankedMemoryItem",
     "RecallArguments",
     "RecallOptions",
@@ -133,8 +169,11 @@ __all__ = [
     "StageUsage",
     "StaticEmbedder",
     "Store",
+    "StoreConflictError",
     "StoreError",
     "StoreMismatchError",
+    "StoreNotFoundError",
+    "StoreUnavailableError",
     "SystemClock",
     "Tier",
     "TiermemError",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,9 +15,9 @@ import pytest
 import tiermem as memory
 from tiermem import Edge, Episode, Fact, MemoryContext, MemorySystem, system
 from tiermem.jobs import run_janitor
-from tiermem.memory._identity import stable_id
+from tiermem.memory._identity import edge_id, episode_id
 from tiermem.memory._store import Where
-from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall
 from tiermem.pipelines import _rules as rules
 from tiermem.prompts import compact
 
@@ -40,7 +39,7 @@ def make_system(store_path: str, clock: FrozenClock, embedder: HashingEmbedder, 
 
 def edge(ctx: MemoryContext, source: str, relation: str, target: str, when: datetime) -> Edge:
     return Edge(
-        id=stable_id("edge", ctx.namespace, ctx.user_id, source, relation, target),
+        id=edge_id(ctx, source=source, relation=relation, target=target),
         namespace=ctx.namespace,
         user_id=ctx.user_id,
         source=source,
@@ -53,7 +52,7 @@ def edge(ctx: MemoryContext, source: str, relation: str, target: str, when: date
 
 def episode(ctx: MemoryContext, session_id: str, ended: datetime, status: str) -> Episode:
     return Episode(
-        id=stable_id("episode-test", ctx.namespace, ctx.user_id, session_id),
+        id=episode_id(ctx, session_id=session_id),
         namespace=ctx.namespace,
         user_id=ctx.user_id,
         session_id=session_id,
@@ -228,9 +227,9 @@ async def test_episodes_older_than_the_ttl_expire_with_their_session(
     report = await run_janitor(mem, now)
 
     def rows(table: str, session: str) -> int:
-        return mem.store.count(table, Where(eq={**mem.scope(old_ctx), "session_id": session}))  # type: ignore[arg-type]
+        return mem.store.count(table, Where(eq={**mem.tiers.scope(old_ctx), "session_id": session}))  # type: ignore[arg-type]
 
-    left = {e.session_id: e.status for e in mem.episodes_sync(old_ctx)}
+    left = {e.session_id: e.status for e in mem.tiers.episodes(old_ctx)}
     assert report.episodes_expired == 1
     assert left == {"young": "consolidated", pending.session_id: "pending"}
     assert (rows("turns", "old"), rows("working", "old")) == (0, 0)
@@ -251,7 +250,7 @@ async def test_ttl_keeps_turns_captured_after_the_expired_episode(
 
     report = await run_janitor(mem, clock.now())
 
-    turns = mem.store.query("turns", Where(eq={**mem.scope(ctx), "session_id": "long-lived-thread"}))
+    turns = mem.store.query("turns", Where(eq={**mem.tiers.scope(ctx), "session_id": "long-lived-thread"}))
     assert report.episodes_expired == 1
     assert [t.id for t in turns] == [fresh.turn.id]
     assert [e.text for e in await mem.working_memory(ctx)] == [e.text for e in fresh.entries]
@@ -265,7 +264,7 @@ async def test_no_ttl_keeps_every_episode(store_path: str, clock: FrozenClock, e
     report = await run_janitor(mem, clock.now())
 
     assert report.episodes_expired == 0
-    assert [e.session_id for e in mem.episodes_sync(ctx)] == ["ancient"]
+    assert [e.session_id for e in mem.tiers.episodes(ctx)] == ["ancient"]
 
 
 # -- dangling edges ---------------------------------------------------------------------------
@@ -278,12 +277,12 @@ async def test_edges_whose_endpoint_has_no_fact_are_removed(
     await mem.add_semantic_fact(ctx, "Moni is allergic to shellfish.", subject="moni")
     kept = edge(ctx, "user", "married to", "moni", clock.now())
     dangling = edge(ctx, "user", "works at", "acme-corp", clock.now())
-    mem.put_edges_sync(ctx, [kept, dangling])
+    mem.relations.put_edges(ctx, [kept, dangling])
 
     report = await run_janitor(mem, clock.now())
 
     assert report.edges_removed == 1
-    assert [e.id for e in mem.edges_sync(ctx)] == [kept.id]
+    assert [e.id for e in mem.relations.edges(ctx)] == [kept.id]
     assert [e.target for e in await mem.connections(ctx, "user")] == ["moni"]
 
 
@@ -294,12 +293,12 @@ async def test_implicit_entities_survive_the_janitor(
     mem = make_system(store_path, clock, embedder, semantic={"relations": relations})
     await mem.add_semantic_fact(ctx, "The user works as an engineer.")
     implicit = edge(ctx, "user", "works at", "acme-corp", clock.now())
-    mem.put_edges_sync(ctx, [implicit])
+    mem.relations.put_edges(ctx, [implicit])
 
     report = await run_janitor(mem, clock.now())
 
     assert report.edges_removed == 0
-    assert [e.id for e in mem.edges_sync(ctx)] == [implicit.id]
+    assert [e.id for e in mem.relations.edges(ctx)] == [implicit.id]
 
 
 async def test_relations_off_removes_no_edges(
@@ -327,7 +326,7 @@ async def _messy(mem: MemorySystem, clock: FrozenClock, ctx: MemoryContext) -> d
     await mem.add_working_memory(ctx, "The user mentioned the weather.", salience=0.3, seq=0)
     await mem.add_working_memory(ctx, "The user booked a flight to Rome.", salience=0.9, seq=40)
     await mem.add_episode(episode(ctx, "ancient", start - timedelta(days=400), "consolidated"))
-    mem.put_edges_sync(ctx, [edge(ctx, "user", "works at", "acme-corp", start)])
+    mem.relations.put_edges(ctx, [edge(ctx, "user", "works at", "acme-corp", start)])
     clock.advance(days=20)
     await mem.add_semantic_fact(ctx, "Moni is allergic to shellfish.", subject="moni")  # reinforced: stays
     return clock.advance(days=10)
@@ -369,7 +368,7 @@ async def test_dry_run_counts_edges_left_dangling_by_the_archive(
 ) -> None:
     mem = make_system(store_path, clock, embedder, semantic={"half_life": HALF_LIFE, "relations": True})
     await mem.add_semantic_fact(ctx, "Moni is allergic to shellfish.", subject="moni")
-    mem.put_edges_sync(ctx, [edge(ctx, "user", "married to", "moni", clock.now())])
+    mem.relations.put_edges(ctx, [edge(ctx, "user", "married to", "moni", clock.now())])
     now = clock.advance(days=30)  # moni's only fact decays below the floor
 
     dry = await run_janitor(mem, now, dry_run=True)
@@ -394,18 +393,14 @@ async def test_second_run_finds_nothing_left_to_do(
 
 # -- semantic compaction ----------------------------------------------------------------------
 
-_IDS = re.compile(r"id=(\S+)")
-
 
 def compactor(merges_for: Callable[[str, list[str]], list[dict[str, Any]]]) -> FunctionModel:
     """A fake model that answers the compaction prompt only: ``merges_for(subject, ids shown)``."""
 
-    def reply(messages: list[dict[str, Any]]) -> dict[str, Any]:
-        system_text = str(messages[0]["content"])
-        head = compact.TEXT.split("{subject}")[0]
-        assert system_text.startswith(head), "only the compaction stage should reach this model"
-        subject = system_text[len(head) :].split('"', 1)[0]
-        shown = _IDS.findall(str(messages[1]["content"]))
+    def reply(messages: list[dict[str, Any]], call: StageCall[Any, Any]) -> dict[str, Any]:
+        assert call.stage is compact.STAGE, "only the compaction stage should reach this model"
+        inputs: compact.Input = call.inputs
+        subject, shown = inputs.subject, [f.id for f in inputs.facts]
         return compact.Output.model_validate({"merges": merges_for(subject, shown)}).model_dump()
 
     return FunctionModel(reply)
@@ -461,7 +456,7 @@ async def test_compaction_never_merges_across_subjects(
     assert [(facts[m.id].status, facts[m.id].superseded_by) for m in monis[:2]] == [("superseded", merged[0].id)] * 2
     assert {facts[u.id].status for u in users} == {"active"}
     assert all(f.subject == "user" for f in await mem.facts(ctx, subject="user"))
-    assert sorted(len(_IDS.findall(str(c.messages[1]["content"]))) for c in fake.calls) == [6, 7]
+    assert sorted(len(c.call.inputs.facts) for c in fake.calls if c.call is not None) == [6, 7]
 
 
 async def test_compaction_shows_the_model_one_subject_per_call(
@@ -497,7 +492,7 @@ async def test_compaction_under_the_cap_calls_no_model(
 async def test_a_failing_compaction_leaves_the_facts_as_they_were(
     store_path: str, clock: FrozenClock, embedder: HashingEmbedder, ctx: MemoryContext
 ) -> None:
-    broken = FunctionModel(lambda messages: "this is not JSON")
+    broken = FunctionModel(lambda messages, call: "this is not JSON")
     mem = make_system(
         store_path, clock, embedder, model=broken.model, semantic={"max_facts": 10}, num_retries=0, validation_retries=0
     )
@@ -523,7 +518,7 @@ async def test_dry_run_never_calls_the_compaction_model(
 
 
 @pytest.mark.xfail(
-    "compact" not in rules.RULES,
+    compact.STAGE not in rules.RULES,
     reason="BUG: pipelines/model.py:69 RulesStages looks up rules.RULES['compact'], which does not exist; the "
     "KeyError is not a TiermemError, so jobs/janitor.py:138 does not catch it and the whole janitor run crashes "
     "for any user over semantic max_facts with the default offline model",
@@ -543,7 +538,11 @@ async def test_janitor_with_the_rules_model_survives_a_user_over_the_cap(
 
 # -- storage compaction -----------------------------------------------------------------------
 
-CAPTURES = 1000  # the issue's figure; about a minute on 2 cores (bench/janitor.py has the timings)
+# Enough single captures to pass the store's own compaction (every 64 writes per table) and pile up
+# more versions than captures; the bounds below do not depend on the count. The issue's 1,000
+# captures (a minute on 2 cores) are measured by bench/janitor.py, "Storage compaction after 1,000
+# single captures".
+CAPTURES = 100
 
 
 @pytest.mark.filterwarnings(ZERO_CLEANUP_WARNING)

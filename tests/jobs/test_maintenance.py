@@ -10,8 +10,9 @@ from pydantic import BaseModel
 
 from tiermem import MemoryContext, MemorySystem, ModelError, UsageLedger, system
 from tiermem.jobs import close_idle_sessions, retry_pending, run_consolidation, run_digests
+from tiermem.memory._stage import Stage
 from tiermem.memory._store import Where
-from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall
 from tiermem.pipelines import RulesStages
 from tiermem.prompts import observe
 
@@ -19,7 +20,8 @@ from tiermem.prompts import observe
 # UserWarning that pyproject's filterwarnings="error" would turn into a failed model call.
 pytestmark = pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")
 
-T = TypeVar("T", bound=BaseModel)
+InputT = TypeVar("InputT", bound=BaseModel)
+OutputT = TypeVar("OutputT", bound=BaseModel)
 
 
 class FlakyStages:
@@ -33,11 +35,11 @@ class FlakyStages:
         self.calls: list[str] = []
         self._rules = RulesStages(self.ledger)
 
-    async def generate(self, stage: str, inputs: BaseModel, output: type[T]) -> T:
-        self.calls.append(stage)
-        if stage in self.failing:
-            raise ModelError(f"{stage}: provider unavailable", stage=stage, attempts=1)
-        return await self._rules.generate(stage, inputs, output)
+    async def run(self, stage: Stage[InputT, OutputT], inputs: InputT) -> OutputT:
+        self.calls.append(stage.name)
+        if stage.name in self.failing:
+            raise ModelError(f"{stage.name}: provider unavailable", stage=stage.name, attempts=1)
+        return await self._rules.run(stage, inputs)
 
 
 def make_system(store_path: str, clock: FrozenClock, embedder: HashingEmbedder, **options: Any) -> MemorySystem:
@@ -66,7 +68,7 @@ async def test_run_consolidation_consolidates_every_user_with_pending_episodes(
     report = await run_consolidation(mem, clock.now())
 
     assert (report["users"], report["episodes"], report["deferred"]) == (2, 2, 0)
-    assert {e.status for e in mem.episodes_sync(ann) + mem.episodes_sync(bob)} == {"consolidated"}
+    assert {e.status for e in mem.tiers.episodes(ann) + mem.tiers.episodes(bob)} == {"consolidated"}
     assert (len(await mem.facts(ann)) > 0, len(await mem.facts(bob)) > 0, await mem.facts(idle)) == (True, True, [])
 
 
@@ -96,7 +98,7 @@ async def test_run_consolidation_defers_when_the_model_fails(
 
     report = await run_consolidation(mem, clock.now())
 
-    (episode,) = mem.episodes_sync(ctx)
+    (episode,) = mem.tiers.episodes(ctx)
     assert (report["users"], report["episodes"], report["deferred"]) == (1, 0, 1)
     assert (episode.status, episode.error is not None) == ("pending", True)
 
@@ -121,7 +123,7 @@ async def test_run_digests_writes_only_for_users_whose_facts_changed(
     assert (first["written"], first["unchanged"]) == (2, 0)
     assert (second["written"], second["unchanged"]) == (0, 2)
     assert (third["written"], third["unchanged"]) == (1, 1)
-    ann_digest, bob_digest = mem.latest_digest_sync(ann), mem.latest_digest_sync(bob)
+    ann_digest, bob_digest = mem.tiers.latest_digest(ann), mem.tiers.latest_digest(bob)
     assert ann_digest is not None and bob_digest is not None
     assert (ann_digest.metadata["revision"], bob_digest.metadata["revision"]) == (2, 1)
     assert "Porto" in ann_digest.text
@@ -177,11 +179,11 @@ async def test_close_idle_sessions_encodes_only_idle_unencoded_sessions(
 ) -> None:
     mem = make_system(store_path, clock, embedder, episodic={"idle_after": timedelta(minutes=30)})
     ctxs = await _sessions(mem, clock)
-    before = {e.session_id: e for e in mem.episodes_sync(ctxs[session])}
+    before = {e.session_id: e for e in mem.tiers.episodes(ctxs[session])}
 
     report = await close_idle_sessions(mem, clock.now())
 
-    after = {e.session_id: e for e in mem.episodes_sync(ctxs[session])}
+    after = {e.session_id: e for e in mem.tiers.episodes(ctxs[session])}
     assert (report["closed"], report["deferred"]) == (1, 0)
     assert (session in after) is has_episode
     assert (after.get(session) == before.get(session)) is (session != "idle")  # the encoded one is not redone
@@ -228,7 +230,7 @@ async def test_a_session_resumed_after_encoding_is_encoded_again(
 
     report = await close_idle_sessions(mem, clock.advance(hours=1))
 
-    (episode,) = mem.episodes_sync(ctx)
+    (episode,) = mem.tiers.episodes(ctx)
     assert report["closed"] == 1
     assert len(episode.provenance) == 2
 
@@ -239,10 +241,10 @@ async def test_a_session_resumed_after_encoding_is_encoded_again(
 def observer(state: dict[str, bool]) -> FunctionModel:
     """Answers the observer prompt with one observation, or fails like a provider outage."""
 
-    def reply(messages: list[dict[str, Any]]) -> dict[str, Any]:
-        assert str(messages[0]["content"]).startswith(observe.TEXT[:40])
+    def reply(messages: list[dict[str, Any]], call: StageCall[Any, Any]) -> dict[str, Any]:
+        assert call.stage is observe.STAGE
         if state["down"]:
-            raise RuntimeError("503 provider unavailable")
+            raise ConnectionError("503 provider unavailable")  # a network error: transient, retried later
         obs = observe.Observation(subject="user", kind="fact", text="The user works as a nurse.", salience=0.9)
         return observe.Output(observations=[obs]).model_dump()
 
@@ -261,7 +263,7 @@ async def test_retry_pending_processes_a_turn_whose_model_call_failed(
 
     report = await retry_pending(mem, clock.advance(minutes=10))
 
-    (turn,) = mem.store.query("turns", Where(eq=mem.scope(ctx)))
+    (turn,) = mem.store.query("turns", Where(eq=mem.tiers.scope(ctx)))
     assert (captured.deferred, captured.turn.status, captured.turn.error is not None) == (True, "pending", True)
     assert (failed_retry["turns"], failed_retry["turns_ok"]) == (1, 0)
     assert (report["turns"], report["turns_ok"]) == (1, 1)
@@ -294,7 +296,7 @@ async def test_retry_pending_encodes_a_failed_episode_and_consolidates_it(
 
     report = await retry_pending(mem, clock.advance(minutes=10))
 
-    (episode,) = mem.episodes_sync(ctx)
+    (episode,) = mem.tiers.episodes(ctx)
     assert (ended.deferred, ended.episode) == (True, None)
     assert (report["episodes"], report["episodes_ok"], report["consolidations"]) == (1, 1, 1)
     assert (episode.status, episode.error) == ("consolidated", None)

@@ -115,7 +115,7 @@ def test_a_job_runs_at_once_on_a_background_scheduler(
     mem: MemorySystem, clock: FrozenClock, background: BackgroundScheduler
 ) -> None:
     ctx = MemoryContext(user_id="u-1")
-    fact = mem.add_semantic_fact_sync(ctx, "The user visited Lisbon in May.")
+    fact = mem.tiers.add_semantic_fact(ctx, "The user visited Lisbon in May.")
     clock.advance(days=30)  # below the archive floor by the system's clock
     done = threading.Event()
     events: list[JobExecutionEvent] = []
@@ -135,7 +135,7 @@ def test_a_job_runs_at_once_on_a_background_scheduler(
     (event,) = events
     assert (event.job_id, event.code, event.exception) == (janitor_id, EVENT_JOB_EXECUTED, None)
     assert event.retval["facts_archived"] == 1
-    assert [f.status for f in mem.facts_sync(ctx, include_inactive=True) if f.id == fact.id] == ["archived"]
+    assert [f.status for f in mem.tiers.facts(ctx, include_inactive=True) if f.id == fact.id] == ["archived"]
 
 
 async def test_start_now_runs_every_job_on_an_asyncio_scheduler(mem: MemorySystem) -> None:
@@ -239,7 +239,7 @@ async def test_workers_of_both_kinds_can_share_a_job_store(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
     ctx = MemoryContext(user_id="u-1")
-    mem.add_semantic_fact_sync(ctx, "The user visited Lisbon in May.")
+    mem.tiers.add_semantic_fact(ctx, "The user visited Lisbon in May.")
     clock.advance(days=30)
     done = threading.Event()
     events: list[JobExecutionEvent] = []
@@ -266,4 +266,4 @@ async def test_workers_of_both_kinds_can_share_a_job_store(
         other.shutdown(wait=False)
 
     assert isinstance(events[0].retval, dict)
-    assert mem.facts_sync(ctx) == []
+    assert mem.tiers.facts(ctx) == []

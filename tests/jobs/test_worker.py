@@ -161,7 +161,7 @@ def test_worker_process_runs_and_stops_cleanly_on_a_signal(tmp_path: Path, sig: 
     store = str(tmp_path / "store")
     writer = system(model="rules", store=store, embedder="hashing")  # the id `--embedder hashing` opens
     ctx = MemoryContext(user_id="u-1", session_id="s-1")
-    writer.add_semantic_fact_sync(ctx, "The user works as a nurse in Porto.")
+    writer.tiers.add_semantic_fact(ctx, "The user works as a nurse in Porto.")
     stderr = (tmp_path / "worker.log").open("w")
     proc = subprocess.Popen(
         [*_tiermem(), "worker", "--store", store, "--model", "rules", "--embedder", "hashing", "--run-now"],

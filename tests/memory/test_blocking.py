@@ -21,7 +21,7 @@ def test_blocking_adds_and_recalls_from_sync_code(blocking: Blocking, ctx: Memor
     found = blocking.recall(ctx, "shellfish allergy")
     assert [i.id for i in found] == [fact.id]
     assert blocking.facts(ctx) == [fact]
-    assert "shellfish" in blocking.format_context("shellfish", ctx)
+    assert "shellfish" in blocking.format_context(ctx, "shellfish")
 
 
 def test_blocking_passes_plain_attributes_through(blocking: Blocking) -> None:

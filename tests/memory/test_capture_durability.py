@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import Sequenced, Switch, calls_for, default_reply, messages_of, session, stage_model, stage_of
+from tests.fakes import AnyCall, Sequenced, Switch, calls_for, default_reply, messages_of, session, stage_model
 from tiermem import MemoryContext, system
 from tiermem.memory._store import Where
 from tiermem.memory._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
+from tiermem.prompts import observe
 
 Builder = Callable[..., MemorySystem]
 
@@ -37,22 +38,22 @@ def _turns(mem: MemorySystem, ctx: MemoryContext) -> list[Any]:
     return sorted(mem.store.query("turns", where), key=lambda t: (t.session_id, t.seq))
 
 
-def _flaky(switch: Switch, broken: Callable[[list[dict[str, Any]]], Any]) -> FunctionModel:
+def _flaky(switch: Switch, broken: Callable[[list[dict[str, Any]], AnyCall], Any]) -> FunctionModel:
     """A fake that answers every stage validly, except while ``switch.broken``."""
 
-    def answer(messages: list[dict[str, Any]]) -> Any:
+    def answer(messages: list[dict[str, Any]], call: AnyCall) -> Any:
         if switch.broken:
-            return broken(messages)
-        return default_reply(stage_of(messages), messages)
+            return broken(messages, call)
+        return default_reply(call)
 
     return FunctionModel(function=answer)
 
 
-def _not_json(messages: list[dict[str, Any]]) -> str:
+def _not_json(messages: list[dict[str, Any]], call: AnyCall) -> str:
     return "Sure! The user bakes bread."
 
 
-def _provider_down(messages: list[dict[str, Any]]) -> str:
+def _provider_down(messages: list[dict[str, Any]], call: AnyCall) -> str:
     raise ConnectionError("provider down: 503 Service Unavailable")
 
 
@@ -60,7 +61,7 @@ def _provider_down(messages: list[dict[str, Any]]) -> str:
 
 
 async def test_invalid_twice_then_valid_succeeds_with_two_retries(build: Builder, ctx: MemoryContext) -> None:
-    fake = stage_model({"observe": Sequenced(["not json at all", {"observations": "wrong type"}, VALID])})
+    fake = stage_model({observe.STAGE: Sequenced(["not json at all", {"observations": "wrong type"}, VALID])})
     mem = build(fake.model)
 
     result = await mem.capture(ctx, messages_of(TEXT))
@@ -72,12 +73,12 @@ async def test_invalid_twice_then_valid_succeeds_with_two_retries(build: Builder
 
 
 async def test_validation_error_is_fed_back_to_the_model(build: Builder, ctx: MemoryContext) -> None:
-    fake = stage_model({"observe": Sequenced(["not json at all", VALID])})
+    fake = stage_model({observe.STAGE: Sequenced(["not json at all", VALID])})
     mem = build(fake.model)
 
     await mem.capture(ctx, messages_of(TEXT))
 
-    retry = calls_for(fake, "observe")[1].messages
+    retry = calls_for(fake, observe.STAGE)[1].messages
     assert retry[-2] == {"role": "assistant", "content": "not json at all"}
     assert "did not validate" in retry[-1]["content"]
 
@@ -230,7 +231,7 @@ async def test_crash_after_observing_before_marking_the_turn(build: Builder, ctx
     fake = stage_model()
     mem = build(fake.model)
     done = await mem.capture(ctx, messages_of(TEXT))
-    mem.put_turns_sync([done.turn.model_copy(update={"status": "pending"})])  # the state the crash left
+    mem.tiers.put_turns([done.turn.model_copy(update={"status": "pending"})])  # the state the crash left
     before = _counts(mem)
 
     report = await mem.retry_pending()
@@ -238,7 +239,7 @@ async def test_crash_after_observing_before_marking_the_turn(build: Builder, ctx
     assert report.turns_ok == 1
     assert _counts(mem) == before
     assert [t.status for t in _turns(mem, ctx)] == ["observed"]
-    assert len(calls_for(fake, "observe")) == 2
+    assert len(calls_for(fake, observe.STAGE)) == 2
 
 
 @pytest.mark.parametrize("kind", ["rules", "fake"], ids=["rules", "fake"])

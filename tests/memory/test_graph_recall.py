@@ -25,8 +25,8 @@ from tiermem import (
     create_memory_capability,
     system,
 )
-from tiermem.memory._identity import stable_id
-from tiermem.memory._recall import BACKGROUND
+from tiermem.memory._identity import edge_id
+from tiermem.memory._relevance import calibration
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
 # litellm builds a pydantic adapter for a TypedDict with ReadOnly items on its first completion;
@@ -46,7 +46,7 @@ SIBLING = "moni --sibling of--> tom"
 
 def edge(source: str, relation: str, target: str, *, confidence: float = 0.8) -> Edge:
     return Edge(
-        id=stable_id("edge", CTX.namespace, CTX.user_id, source, relation, target),
+        id=edge_id(CTX, source=source, relation=relation, target=target),
         namespace=CTX.namespace,
         user_id=CTX.user_id,
         source=source,
@@ -70,8 +70,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
         store=str(path), embedder=HashingEmbedder(256), clock=FrozenClock(START), semantic={"relations": True}
     )
     for subject, text in [("moni", MONI_FACT), ("tom", TOM_FACT), ("user", USER_FACT), ("ivy", IVY_FACT)]:
-        writer.add_semantic_fact_sync(CTX, text, subject=subject)
-    writer.put_edges_sync(CTX, [edge("user", "married to", "moni"), edge("moni", "sibling of", "tom")])
+        writer.tiers.add_semantic_fact(CTX, text, subject=subject)
+    writer.relations.put_edges(CTX, [edge("user", "married to", "moni"), edge("moni", "sibling of", "tom")])
     return path
 
 
@@ -97,12 +97,13 @@ def texts(items: list[RankedMemoryItem], tier: str) -> set[str]:
 
 
 def test_precondition_tom_fact_is_unrelated_to_the_query(embedder: HashingEmbedder) -> None:
-    """Without the graph nothing links the fact to the cue: no shared word, a cosine below the gate
-    (the cue's best similarity to unrelated background sentences plus the margin)."""
+    """Without the graph nothing links the fact to the cue: no shared word, and a similarity below the
+    meaning gate (what the best of the store's four facts would reach were they all unrelated)."""
     query, fact = embedder.embed([QUERY, TOM_FACT])
-    background = embedder.embed(list(BACKGROUND))
+    calibrated = calibration(embedder)
     assert words(QUERY) & words(TOM_FACT) == set()
-    assert float(query @ fact) < float((background @ query).max()) + RecallOptions().related_margin
+    similarity = float(calibrated.similarity(calibrated.query(query), fact)[0])
+    assert similarity < calibrated.threshold(4, RecallOptions().unrelated_rate)
 
 
 async def test_neighbour_fact_surfaces_only_through_the_graph(mem: MemoryCapability, on: bool) -> None:
@@ -169,14 +170,14 @@ async def test_expansion_reads_a_new_edge_at_once(
 ) -> None:
     mem = open_copy(seeded, store_path, embedder, clock, True)
     assert IVY_FACT not in texts(await mem.recall(CTX, QUERY), "semantic")  # the graph is cached now
-    mem.put_edges_sync(CTX, [edge("ivy", "friend of", "moni")])
+    mem.relations.put_edges(CTX, [edge("ivy", "friend of", "moni")])
     found = await mem.recall(CTX, QUERY)
     assert IVY_FACT in texts(found, "semantic")
     assert "ivy --friend of--> moni" in texts(found, "relation")
 
 
 async def test_format_context_has_the_relations(mem: MemoryCapability, on: bool) -> None:
-    block = await mem.format_context(QUERY, CTX)
+    block = await mem.format_context(CTX, QUERY)
     assert ('title="Relations"' in block) is on
     assert ("user --married to--&gt; moni" in block) is on  # the block escapes markup
     assert (TOM_FACT in block) is on

@@ -386,12 +386,12 @@ def test_capability_rejects_invalid_options(tmp_path: Path, kwargs: dict[str, An
 )
 def test_relations_are_opt_in(tmp_path: Path, semantic: Any, expected: RelationsOptions | None) -> None:
     cap = create_memory_capability(store=str(tmp_path / "s"), embedder=HashingEmbedder(32), semantic=semantic)
-    assert cap.relations == expected
+    assert cap.relations.options == expected
     if expected is not None:
-        assert cap.relations is not None and cap.relations.enabled
+        assert cap.relations.options is not None and cap.relations.options.enabled
 
 
 def test_semantic_off_means_relations_off(tmp_path: Path) -> None:
     cap = create_memory_capability(store=str(tmp_path / "s"), embedder=HashingEmbedder(32), semantic=False)
     assert cap.semantic is None
-    assert cap.relations is None
+    assert cap.relations.options is None

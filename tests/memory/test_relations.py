@@ -1,8 +1,8 @@
 """Relations (opt-in): edges from the consolidator, graph helpers, the connect tool, the janitor, the cache.
 
 Everything goes through the public API: ``system(model=...)`` with a scripted fake model reached
-through litellm (a ``FunctionModel`` that answers each pipeline stage, told apart by the stage's
-system prompt) or with the offline rules model, and a real LanceDB store in a temporary folder.
+through litellm (a ``FunctionModel`` that answers each pipeline stage, told apart by the stage call
+it receives) or with the offline rules model, and a real LanceDB store in a temporary folder.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from tiermem import (
     system,
 )
 from tiermem.jobs import run_janitor
+from tiermem.memory._stage import Stage
 from tiermem.memory._store import Where
 from tiermem.memory._system import ConsolidationResult
-from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, RecordedCall
-from tiermem.pipelines import PROMPTS
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, RecordedCall, StageCall
 from tiermem.prompts import consolidate, encode_episode, observe
 
 # litellm builds a pydantic adapter for a TypedDict with ReadOnly items on its first completion;
@@ -44,19 +44,6 @@ Triple = tuple[str, str, str]
 
 
 # -- a fake model for every stage -------------------------------------------------------------------
-
-
-def _opening(stage: str) -> str:
-    """The fixed start of a stage's system prompt (its first line, before any placeholder)."""
-    return str(PROMPTS[stage].TEXT).splitlines()[0].split("{")[0].strip()
-
-
-def stage_of(messages: list[dict[str, Any]]) -> str:
-    first = str(messages[0].get("content", ""))
-    for stage in PROMPTS:
-        if first.startswith(_opening(stage)):
-            return stage
-    raise AssertionError(f"no stage prompt starts with {first[:80]!r}")
 
 
 def add(subject: str, text: str, confidence: float = 0.8) -> dict[str, Any]:
@@ -86,19 +73,19 @@ class FakeModel:
     def model(self) -> str:
         return self.fn.model
 
-    def reply(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        stage = stage_of(messages)
-        if stage == "observe":
+    def reply(self, messages: list[dict[str, Any]], call: StageCall[Any, Any]) -> dict[str, Any]:
+        stage = call.stage
+        if stage is observe.STAGE:
             obs = observe.Observation(subject="user", kind="fact", text="The user shared some news.", salience=0.5)
             return observe.Output(observations=[obs]).model_dump()
-        if stage == "encode_episode":
+        if stage is encode_episode.STAGE:
             return encode_episode.Output(summary=self.summary, subjects=self.subjects, salience=0.6).model_dump()
-        if stage == "consolidate":
+        if stage is consolidate.STAGE:
             return {"operations": self.operations, "edges": self.edges}
         raise AssertionError(f"unexpected stage {stage}")
 
-    def calls(self, stage: str) -> list[RecordedCall]:
-        return [c for c in self.fn.calls if stage_of(c.messages) == stage]
+    def calls(self, stage: Stage[Any, Any]) -> list[RecordedCall]:
+        return [c for c in self.fn.calls if c.call is not None and c.call.stage is stage]
 
 
 MakeSystem = Callable[..., tuple[MemorySystem, FakeModel]]
@@ -171,7 +158,7 @@ OFF_IDS = ["semantic-true", "empty-dict", "relations-false", "enabled-false"]
 async def test_off_by_default_no_edges_written(make: MakeSystem, ctx: MemoryContext, semantic: Any) -> None:
     mem, fake = make(semantic=semantic)
     result = await session(mem, fake, ctx, facts=FAMILY_FACTS, edges=FAMILY_EDGES, subjects=sorted(FAMILY))
-    assert mem.relations is None
+    assert mem.relations.options is None
     assert result.counts.get("add") == 2
     assert not any(key.startswith("edges") for key in result.counts)
     assert mem.store.count("edges") == 0
@@ -184,7 +171,7 @@ async def test_off_consolidate_system_prompt_has_no_relation_text(
 ) -> None:
     mem, fake = make(semantic=semantic)
     await session(mem, fake, ctx, facts=FAMILY_FACTS, edges=FAMILY_EDGES, subjects=sorted(FAMILY))
-    (call,) = fake.calls("consolidate")
+    (call,) = fake.calls(consolidate.STAGE)
     instructions = str(call.messages[0]["content"]).lower()
     assert "relation" not in instructions
     assert "edge" not in instructions
@@ -193,7 +180,7 @@ async def test_off_consolidate_system_prompt_has_no_relation_text(
 async def test_on_consolidate_system_prompt_asks_for_edges(make: MakeSystem, ctx: MemoryContext) -> None:
     mem, fake = make({"vocabulary": ["married to", "works at"]})
     await session(mem, fake, ctx, facts=FAMILY_FACTS, subjects=sorted(FAMILY))
-    (call,) = fake.calls("consolidate")
+    (call,) = fake.calls(consolidate.STAGE)
     instructions = str(call.messages[0]["content"])
     assert "extract typed relations" in instructions
     assert "Use only these relation types: married to, works at." in instructions
@@ -202,7 +189,7 @@ async def test_on_consolidate_system_prompt_asks_for_edges(make: MakeSystem, ctx
 async def test_off_consolidate_request_mentions_no_edges(make: MakeSystem, ctx: MemoryContext) -> None:
     mem, fake = make(semantic=True)
     await session(mem, fake, ctx, facts=FAMILY_FACTS, subjects=sorted(FAMILY))
-    (call,) = fake.calls("consolidate")
+    (call,) = fake.calls(consolidate.STAGE)
     assert "relation" not in call.prompt.lower()
 
 
@@ -216,8 +203,8 @@ async def test_off_helpers_are_empty_even_over_a_store_with_edges(
     assert await off.connections(ctx, "user") == []
     assert await off.relate(ctx, "user", "tom") is None
     assert await off.ego_graph(ctx, "user", radius=2) == {"nodes": [], "edges": []}
-    assert off.edges_sync(ctx) == []
-    assert off.remove_dangling_edges_sync(ctx) == 0
+    assert off.relations.edges(ctx) == []
+    assert off.relations.remove_dangling_edges(ctx) == 0
     assert off.store.count("edges") == 2
 
 
@@ -240,7 +227,7 @@ async def test_off_connect_tool_returns_recoverable_error(
     make: MakeSystem, ctx: MemoryContext, arguments: dict[str, Any] | str
 ) -> None:
     mem, _ = make(False)
-    envelope = await mem.connect_tool(ctx).call(arguments)
+    envelope = await mem.relations.connect_tool(ctx).call(arguments)
     assert envelope["ok"] is False
     assert envelope["results"] == []
     assert isinstance(envelope["error"], str) and "relations are off" in envelope["error"]
@@ -259,12 +246,12 @@ async def test_on_edges_stored_with_canonical_endpoints(make: MakeSystem, ctx: M
         edges=[link("I", "Married  To", "Moni"), link("The User", "works at", "Acme Corp")],
         subjects=["user", "moni", "acme-corp"],
     )
-    assert triples(mem.edges_sync(ctx)) == {
+    assert triples(mem.relations.edges(ctx)) == {
         ("user", "married to", "moni"),
         ("user", "works at", "acme-corp"),
     }
     assert not any(key.startswith("edges_") for key in result.counts)
-    stored = mem.edges_sync(ctx)
+    stored = mem.relations.edges(ctx)
     assert {(e.namespace, e.user_id) for e in stored} == {(ctx.namespace, ctx.user_id)}
     assert all(e.reinforcements == 0 and e.confidence == 0.8 for e in stored)
 
@@ -288,7 +275,7 @@ async def test_on_bad_edges_are_dropped_and_counted(
         mem, fake, ctx, facts=FAMILY_FACTS, edges=[raw, link("user", "married to", "moni")], subjects=sorted(FAMILY)
     )
     assert result.counts.get(reason) == 1
-    assert triples(mem.edges_sync(ctx)) == {("user", "married to", "moni")}
+    assert triples(mem.relations.edges(ctx)) == {("user", "married to", "moni")}
 
 
 @pytest.mark.parametrize(
@@ -305,7 +292,7 @@ async def test_on_unknown_endpoint_dropped_or_minted(
     mem, fake = make({"create_implicit_entities": implicit})
     edges = [link("user", "married to", "moni"), link("user", "works at", "Globex")]
     result = await session(mem, fake, ctx, facts=FAMILY_FACTS, edges=edges, subjects=sorted(FAMILY))
-    assert triples(mem.edges_sync(ctx)) == expected
+    assert triples(mem.relations.edges(ctx)) == expected
     assert result.counts.get("edges_unknown_endpoint", 0) == (0 if implicit else 1)
     assert {e.target for e in await mem.connections(ctx, "globex")} == ({"globex"} if implicit else set())
 
@@ -316,7 +303,7 @@ async def test_on_endpoint_known_from_existing_facts(make: MakeSystem, ctx: Memo
     await session(mem, fake, ctx, facts=[add("acme-corp", "Acme Corp makes robots.")], subjects=["acme-corp"])
     result = await session(mem, fake, ctx, edges=[link("user", "works at", "acme-corp")], subjects=["user"])
     assert result.counts.get("edges_unknown_endpoint", 0) == 0
-    assert triples(mem.edges_sync(ctx)) == {("user", "works at", "acme-corp")}
+    assert triples(mem.relations.edges(ctx)) == {("user", "works at", "acme-corp")}
 
 
 @pytest.mark.parametrize(
@@ -341,7 +328,7 @@ async def test_on_vocabulary_filters_relation_types(
         edges=[link("user", "Married to", "moni"), link("user", "works at", "acme-corp")],
         subjects=["user", "moni", "acme-corp"],
     )
-    assert triples(mem.edges_sync(ctx)) == expected
+    assert triples(mem.relations.edges(ctx)) == expected
     assert result.counts.get("edges_out_of_vocabulary", 0) == dropped
 
 
@@ -353,7 +340,7 @@ async def test_on_max_edges_keeps_the_strongest(make: MakeSystem, ctx: MemoryCon
         link("tom", "friend of", "user", 0.7),
     ]
     await session(mem, fake, ctx, facts=FAMILY_FACTS, edges=edges, subjects=sorted(FAMILY))
-    assert triples(mem.edges_sync(ctx)) == {("user", "married to", "moni"), ("tom", "friend of", "user")}
+    assert triples(mem.relations.edges(ctx)) == {("user", "married to", "moni"), ("tom", "friend of", "user")}
 
 
 async def test_on_max_edges_keeps_the_newest_at_equal_confidence(
@@ -366,7 +353,7 @@ async def test_on_max_edges_keeps_the_newest_at_equal_confidence(
     clock.advance(days=1)
     newer = [link("user", "married to", "moni"), link("tom", "friend of", "user")]
     await session(mem, fake, ctx, edges=newer, subjects=sorted(FAMILY))
-    assert triples(mem.edges_sync(ctx)) == {("user", "married to", "moni"), ("tom", "friend of", "user")}
+    assert triples(mem.relations.edges(ctx)) == {("user", "married to", "moni"), ("tom", "friend of", "user")}
     assert mem.store.count("edges") == 2
 
 
@@ -375,10 +362,10 @@ async def test_on_repeated_edge_reinforces_one_row(make: MakeSystem, ctx: Memory
     await session(
         mem, fake, ctx, facts=FAMILY_FACTS, edges=[link("user", "married to", "moni", 0.6)], subjects=sorted(FAMILY)
     )
-    (first,) = mem.edges_sync(ctx)
+    (first,) = mem.relations.edges(ctx)
     clock.advance(hours=5)
     await session(mem, fake, ctx, edges=[link("User", "MARRIED TO", "Moni", 0.9)], subjects=sorted(FAMILY))
-    (again,) = mem.edges_sync(ctx)
+    (again,) = mem.relations.edges(ctx)
     assert again.id == first.id
     assert again.reinforcements == first.reinforcements + 1 == 1
     assert again.confidence == 0.9
@@ -392,7 +379,7 @@ async def test_on_consolidated_edge_has_provenance(make: MakeSystem, ctx: Memory
     await family(mem, fake, ctx)
     (fact,) = await mem.facts(ctx, subject="moni")
     assert fact.provenance != ()
-    assert all(e.provenance == fact.provenance for e in mem.edges_sync(ctx))
+    assert all(e.provenance == fact.provenance for e in mem.relations.edges(ctx))
 
 
 async def test_on_edges_are_scoped_to_their_user(make: MakeSystem, ctx: MemoryContext) -> None:
@@ -401,7 +388,7 @@ async def test_on_edges_are_scoped_to_their_user(make: MakeSystem, ctx: MemoryCo
     other = MemoryContext(user_id="u-2", session_id="s-x")
     assert await mem.connections(other, "user") == []
     assert await mem.relate(other, "user", "moni") is None
-    assert (await mem.connect_tool(other).call({"from": "user"}))["results"] == []
+    assert (await mem.relations.connect_tool(other).call({"from": "user"}))["results"] == []
 
 
 # -- the rules model --------------------------------------------------------------------------------
@@ -430,7 +417,7 @@ async def test_rules_model_extracts_edges(
     await mem.capture(ctx, [{"role": "user", "content": text}])
     await mem.end_session(ctx)
     await mem.consolidate(ctx)
-    assert triples(mem.edges_sync(ctx)) == {edge}
+    assert triples(mem.relations.edges(ctx)) == {edge}
 
 
 @pytest.mark.parametrize(
@@ -600,7 +587,7 @@ async def test_connect_from_lists_edges_as_relation_items(fam: MemorySystem, ctx
 async def test_connect_tool_results(
     fam: MemorySystem, ctx: MemoryContext, arguments: dict[str, Any] | str, expected: list[Triple]
 ) -> None:
-    envelope = await fam.connect_tool(ctx).call(arguments)
+    envelope = await fam.relations.connect_tool(ctx).call(arguments)
     assert envelope["ok"] is True
     assert _triples(envelope) == expected
 
@@ -625,7 +612,7 @@ async def test_connect_tool_results(
 async def test_connect_tool_invalid_arguments_give_error_envelope(
     fam: MemorySystem, ctx: MemoryContext, arguments: Any
 ) -> None:
-    envelope = await fam.connect_tool(ctx).call(arguments)
+    envelope = await fam.relations.connect_tool(ctx).call(arguments)
     assert envelope["ok"] is False
     assert envelope["results"] == []
     assert isinstance(envelope["error"], str) and envelope["error"]
@@ -651,7 +638,7 @@ async def test_connect_tool_installed_by_preset(
 
 async def test_connect_tool_schema(make: MakeSystem, ctx: MemoryContext) -> None:
     mem, _ = make(True)
-    schema = mem.connect_tool(ctx).schema()
+    schema = mem.relations.connect_tool(ctx).schema()
     params = schema["function"]["parameters"]
     assert schema["function"]["name"] == "memory_connect"
     assert set(params["properties"]) == {"from", "to", "max_hops"}
@@ -661,8 +648,8 @@ async def test_connect_tool_schema(make: MakeSystem, ctx: MemoryContext) -> None
 
 async def test_connect_tool_is_bound_to_its_context(fam: MemorySystem, ctx: MemoryContext) -> None:
     other = MemoryContext(user_id="u-2", session_id="s-2")
-    mine = await fam.connect_tool(ctx).call({"from": "user"})
-    theirs = await fam.connect_tool(other).call({"from": "user"})
+    mine = await fam.relations.connect_tool(ctx).call({"from": "user"})
+    theirs = await fam.relations.connect_tool(other).call({"from": "user"})
     assert _triples(mine) == [MARRIED]
     assert theirs == {"ok": True, "results": [], "error": None}
 
@@ -672,26 +659,26 @@ async def test_connect_tool_is_bound_to_its_context(fam: MemorySystem, ctx: Memo
 
 async def test_remove_dangling_edges(fam: MemorySystem, ctx: MemoryContext) -> None:
     (tom,) = await fam.facts(ctx, subject="tom")
-    fam.put_facts_sync([tom.model_copy(update={"status": "archived"})])
-    assert fam.remove_dangling_edges_sync(ctx) == 1
-    assert triples(fam.edges_sync(ctx)) == {MARRIED, ("ann", "friend of", "bea")}  # "user" has no fact, stands
+    fam.tiers.put_facts([tom.model_copy(update={"status": "archived"})])
+    assert fam.relations.remove_dangling_edges(ctx) == 1
+    assert triples(fam.relations.edges(ctx)) == {MARRIED, ("ann", "friend of", "bea")}  # "user" has no fact, stands
     assert triples(await fam.connections(ctx, "moni")) == {MARRIED}
-    assert fam.remove_dangling_edges_sync(ctx) == 0
+    assert fam.relations.remove_dangling_edges(ctx) == 0
 
 
 async def test_janitor_run_removes_dangling_edges(fam: MemorySystem, ctx: MemoryContext) -> None:
     (ann,) = await fam.facts(ctx, subject="ann")
-    fam.put_facts_sync([ann.model_copy(update={"status": "superseded"})])
+    fam.tiers.put_facts([ann.model_copy(update={"status": "superseded"})])
     report = await run_janitor(fam)
     assert report.edges_removed == 1
-    assert triples(fam.edges_sync(ctx)) == {MARRIED, BROTHER}
+    assert triples(fam.relations.edges(ctx)) == {MARRIED, BROTHER}
 
 
 async def test_janitor_keeps_edges_to_implicit_entities(make: MakeSystem, ctx: MemoryContext) -> None:
     mem, fake = make({"create_implicit_entities": True})
     await session(mem, fake, ctx, edges=[link("user", "works at", "globex")], subjects=["user"])
-    assert triples(mem.edges_sync(ctx)) == {("user", "works at", "globex")}
-    assert mem.remove_dangling_edges_sync(ctx) == 0
+    assert triples(mem.relations.edges(ctx)) == {("user", "works at", "globex")}
+    assert mem.relations.remove_dangling_edges(ctx) == 0
 
 
 # -- the graph cache --------------------------------------------------------------------------------
@@ -723,7 +710,7 @@ async def test_second_capability_sees_new_and_removed_edges(
     await session(writer, fake, ctx, edges=[link("tom", "friend of", "user")], subjects=sorted(FAMILY))
     assert triples(await other.connections(ctx, "tom")) == {BROTHER, ("tom", "friend of", "user")}
     (moni,) = await writer.facts(ctx, subject="moni")
-    writer.put_facts_sync([moni.model_copy(update={"status": "archived"})])
-    assert writer.remove_dangling_edges_sync(ctx) == 2
+    writer.tiers.put_facts([moni.model_copy(update={"status": "archived"})])
+    assert writer.relations.remove_dangling_edges(ctx) == 2
     assert triples(await other.connections(ctx, "tom")) == {("tom", "friend of", "user")}
     assert await other.relate(ctx, "user", "moni") is None

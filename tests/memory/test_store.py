@@ -140,7 +140,7 @@ async def test_tier_round_trip(
 
 async def test_alias_round_trip_as_record(capability: MemoryCapability, ctx: MemoryContext) -> None:
     alias = await capability.add_alias(ctx, "Caroline", "user")
-    assert capability.store.query("aliases", Where(eq=capability.scope(ctx))) == [alias]
+    assert capability.store.query("aliases", Where(eq=capability.tiers.scope(ctx))) == [alias]
     assert alias.name == "caroline" and alias.subject == "user"
 
 
@@ -286,7 +286,7 @@ async def test_store_query_with_hostile_filter_matches_nothing(
 
 def test_other_dimension_raises_store_mismatch(store_path: str, ctx: MemoryContext) -> None:
     first = create_memory_capability(store=store_path, embedder=HashingEmbedder(256))
-    first.add_semantic_fact_sync(ctx, "Moni is allergic to shellfish.")
+    first.tiers.add_semantic_fact(ctx, "Moni is allergic to shellfish.")
     with pytest.raises(StoreMismatchError):
         create_memory_capability(store=store_path, embedder=HashingEmbedder(128))
 
@@ -300,12 +300,12 @@ def test_mismatch_is_refused_before_any_read_or_write(
     store_path: str, ctx: MemoryContext, embedder_id: str, dimensions: int
 ) -> None:
     first = create_memory_capability(store=store_path, embedder=HashingEmbedder(256))
-    first.add_semantic_fact_sync(ctx, "Moni is allergic to shellfish.")
+    first.tiers.add_semantic_fact(ctx, "Moni is allergic to shellfish.")
     before = {"facts": first.store.version("facts"), "stats": first.store.stats()}
     with pytest.raises(StoreMismatchError, match=r"another store|same embedder"):
         Store(store_path, embedder_id=embedder_id, dimensions=dimensions)
     assert {"facts": first.store.version("facts"), "stats": first.store.stats()} == before
-    assert [f.text for f in first.facts_sync(ctx)] == ["Moni is allergic to shellfish."]
+    assert [f.text for f in first.tiers.facts(ctx)] == ["Moni is allergic to shellfish."]
 
 
 def test_table_written_with_another_schema_is_a_mismatch(store_path: str, ctx: MemoryContext) -> None:
@@ -317,13 +317,13 @@ def test_table_written_with_another_schema_is_a_mismatch(store_path: str, ctx: M
     lancedb.connect(store_path).create_table("facts", schema=old)
     reopened = create_memory_capability(store=store_path, embedder=HashingEmbedder(256))
     with pytest.raises(StoreMismatchError):
-        reopened.facts_sync(ctx)
+        reopened.tiers.facts(ctx)
 
 
 def test_same_embedder_reopens(store_path: str, ctx: MemoryContext) -> None:
-    create_memory_capability(store=store_path, embedder=HashingEmbedder(256)).add_semantic_fact_sync(ctx, "Tea.")
+    create_memory_capability(store=store_path, embedder=HashingEmbedder(256)).tiers.add_semantic_fact(ctx, "Tea.")
     again = create_memory_capability(store=store_path, embedder=HashingEmbedder(256))
-    assert [f.text for f in again.facts_sync(ctx)] == ["Tea."]
+    assert [f.text for f in again.tiers.facts(ctx)] == ["Tea."]
 
 
 # -- other processes ------------------------------------------------------------------------------

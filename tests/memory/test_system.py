@@ -11,9 +11,10 @@ from typing import Any
 import litellm
 import pytest
 
-from tests.fakes import calls_for, messages_of, session, stage_model, user_body
+from tests.fakes import AnyCall, calls_for, messages_of, session, stage_model
 from tiermem import InvalidArgumentError, MemoryContext, ModelError, system
 from tiermem.memory._llm import LLM
+from tiermem.memory._stage import Stage
 from tiermem.memory._store import Where
 from tiermem.memory._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
@@ -27,9 +28,9 @@ pytestmark = pytest.mark.filterwarnings(r"ignore:Items? .* `ReadOnly` qualifier:
 
 MONI = "My wife Moni is allergic to shellfish."
 MONI_FACT = "Moni, the user's wife, is allergic to shellfish."
-MONI_REPLIES: dict[str, Any] = {
-    "observe": {"observations": [{"subject": "moni", "kind": "relationship", "text": MONI_FACT, "salience": 0.9}]},
-    "consolidate": {
+MONI_REPLIES: dict[Any, Any] = {
+    observe.STAGE: {"observations": [{"subject": "moni", "kind": "relationship", "text": MONI_FACT, "salience": 0.9}]},
+    consolidate.STAGE: {
         "operations": [{"op": "add", "subject": "Moni", "text": MONI_FACT, "confidence": 0.9}],
         "edges": [{"source": "user", "relation": "married to", "target": "Moni"}],
     },
@@ -44,7 +45,7 @@ def build(store_path: str, embedder: HashingEmbedder, clock: FrozenClock) -> Bui
     return make
 
 
-def _model(kind: str, replies: dict[str, Any] | None = None) -> tuple[Any, FunctionModel | None]:
+def _model(kind: str, replies: dict[Any, Any] | None = None) -> tuple[Any, FunctionModel | None]:
     """("rules", None) or (a fake model string, the fake)."""
     if kind == "rules":
         return "rules", None
@@ -151,7 +152,7 @@ async def test_fake_digest_prompt_shows_moni_under_her_own_subject(
 
     written = await mem.digest(ctx)
 
-    prompt = calls_for(fake, "digest")[0].prompt
+    prompt = calls_for(fake, digest.STAGE)[0].prompt
     assert f"[moni] {MONI_FACT}" in prompt
     assert "display names: Sam" in prompt
     assert ("user --married to--> moni" in prompt) is relations
@@ -168,14 +169,13 @@ async def test_digest_is_off_when_the_tier_is_off(build: Builder, ctx: MemoryCon
 # -- supersession -------------------------------------------------------------------------------
 
 
-def _update_to_globex(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """Consolidator reply: update the Initech fact shown in the prompt, else add what was said."""
-    body = user_body(messages)
-    found = re.search(r"- id=(\S+) \[user\] The user works at Initech\.", body)
-    if found is None:
+def _update_to_globex(messages: list[dict[str, Any]], call: AnyCall) -> dict[str, Any]:
+    """Consolidator reply: update the Initech fact it was shown, else add what was said."""
+    shown = [f.id for f in call.inputs.existing if (f.subject, f.text) == ("user", "The user works at Initech.")]
+    if not shown:
         return {"operations": [{"op": "add", "subject": "user", "text": "The user works at Initech."}]}
     return {
-        "operations": [{"op": "update", "subject": "user", "target_id": found[1], "text": "The user works at Globex."}]
+        "operations": [{"op": "update", "subject": "user", "target_id": shown[0], "text": "The user works at Globex."}]
     }
 
 
@@ -183,7 +183,7 @@ def _update_to_globex(messages: list[dict[str, Any]]) -> dict[str, Any]:
 async def test_update_supersedes_and_keeps_the_old_fact(
     build: Builder, ctx: MemoryContext, clock: FrozenClock, kind: str
 ) -> None:
-    model, _ = _model(kind, {"consolidate": _update_to_globex})
+    model, _ = _model(kind, {consolidate.STAGE: _update_to_globex})
     mem = build(model)
     await _one_session(mem, ctx, "I work at Initech.")
     (old,) = await mem.facts(ctx)
@@ -204,7 +204,7 @@ async def test_update_supersedes_and_keeps_the_old_fact(
 async def test_superseded_fact_is_not_recalled(
     build: Builder, ctx: MemoryContext, clock: FrozenClock, kind: str
 ) -> None:
-    model, _ = _model(kind, {"consolidate": _update_to_globex})
+    model, _ = _model(kind, {consolidate.STAGE: _update_to_globex})
     mem = build(model)
     await _one_session(mem, ctx, "I work at Initech.")
     (old,) = await mem.facts(ctx)
@@ -222,14 +222,14 @@ async def test_superseded_fact_is_not_recalled(
 SALIENCE = {"Alpha likes opera.": 0.9, "Bravo likes jazz.": 0.5, "Charlie likes folk.": 0.5}
 
 
-def _observe_with_salience(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    said = user_body(messages).split("user: ", 1)[1].strip()
+def _observe_with_salience(messages: list[dict[str, Any]], call: AnyCall) -> dict[str, Any]:
+    said = next(m.content for m in call.inputs.messages if m.role == "user").strip()
     return {"observations": [{"subject": "user", "kind": "fact", "text": said, "salience": SALIENCE[said]}]}
 
 
 @pytest.fixture
 def capped(build: Builder) -> tuple[MemorySystem, FunctionModel]:
-    fake = stage_model({"observe": _observe_with_salience})
+    fake = stage_model({observe.STAGE: _observe_with_salience})
     # half-life of one turn: the oldest, most salient entry decays below the newer ones
     return build(fake.model, working={"capacity": 2, "salience_half_life": 1.0}), fake
 
@@ -269,7 +269,7 @@ async def test_overflow_reaches_the_episode_encoder(
 
     ended = await mem.end_session(ctx)
 
-    (call,) = calls_for(fake, "encode_episode")
+    (call,) = calls_for(fake, encode_episode.STAGE)
     assert "[user] Alpha likes opera." in call.prompt
     assert ended.episode is not None and "Alpha likes opera." in ended.episode.summary
 
@@ -376,7 +376,7 @@ async def test_one_observer_call_per_captured_turn(build: Builder, ctx: MemoryCo
 
     await mem.capture_from_items(ctx, [*LOOSE, {"role": "user", "content": "And pastries."}])
 
-    assert len(calls_for(fake, "observe")) == 3
+    assert len(calls_for(fake, observe.STAGE)) == 3
     assert mem.usage()["observe"]["calls"] == 3
     assert set(mem.usage()) == {"observe"}
 
@@ -392,7 +392,7 @@ async def test_read_paths_make_no_model_call(build: Builder, ctx: MemoryContext,
     if path == "recall":
         await mem.recall(session(ctx, "s-2"), "bread")
     elif path == "format_context":
-        await mem.format_context("What do I bake?", session(ctx, "s-2"))
+        await mem.format_context(session(ctx, "s-2"), "What do I bake?")
     else:
         tool = mem.tools(session(ctx, "s-2")).get("memory_recall")
         assert tool is not None
@@ -416,16 +416,16 @@ async def test_rules_model_makes_no_model_call(build: Builder, ctx: MemoryContex
 @pytest.mark.parametrize(
     ("stage", "schema", "relations"),
     [
-        ("observe", observe.Output, False),
-        ("encode_episode", encode_episode.Output, False),
-        ("consolidate", consolidate.FactsOutput, False),
-        ("consolidate", consolidate.Output, True),
-        ("digest", digest.Output, False),
+        (observe.STAGE, observe.Output, False),
+        (encode_episode.STAGE, encode_episode.Output, False),
+        (consolidate.STAGE, consolidate.FactsOutput, False),
+        (consolidate.STAGE, consolidate.Output, True),
+        (digest.STAGE, digest.Output, False),
     ],
     ids=["observe", "encode_episode", "consolidate-facts-only", "consolidate-with-edges", "digest"],
 )
 async def test_fake_models_get_the_schema_in_the_prompt(
-    build: Builder, ctx: MemoryContext, stage: str, schema: type[Any], relations: bool
+    build: Builder, ctx: MemoryContext, stage: Stage[Any, Any], schema: type[Any], relations: bool
 ) -> None:
     fake = stage_model()
     mem = build(fake.model, semantic={"relations": relations})
@@ -436,7 +436,8 @@ async def test_fake_models_get_the_schema_in_the_prompt(
 
     assert json.dumps(schema.model_json_schema(), separators=(",", ":")) in call.prompt
     assert "Reply with a single JSON object" in call.messages[-1]["content"]
-    assert ('"edges"' in call.prompt) is (stage == "consolidate" and relations)
+    assert ('"edges"' in call.prompt) is (stage is consolidate.STAGE and relations)
+    assert call.call is not None and call.call.output is schema
 
 
 async def test_llm_passes_timeout_num_retries_and_json_mode(
@@ -456,7 +457,7 @@ async def test_llm_passes_timeout_num_retries_and_json_mode(
     await mem.capture(ctx, messages_of("I bake rye bread."))
 
     (kwargs,) = seen
-    assert (kwargs["timeout"], kwargs["num_retries"]) == (12.5, 1)
+    assert (kwargs["timeout"], kwargs["num_retries"]) == (12.5, 0)  # tiermem retries transient errors itself
     assert kwargs["response_format"] == {"type": "json_object"}
 
 
@@ -516,4 +517,4 @@ async def test_model_from_the_environment_is_used(
 
     await mem.capture(ctx, messages_of("I bake rye bread."))
 
-    assert len(calls_for(fake, "observe")) == 1
+    assert len(calls_for(fake, observe.STAGE)) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -84,7 +85,7 @@ def test_schemas_lists_every_tool(tools: Toolset) -> None:
 def test_recall_schema_requires_a_query(recall_tool: MemoryTool) -> None:
     parameters = recall_tool.parameters
     assert parameters["required"] == ["query"]
-    assert {"query", "limit", "tiers", "subject"} == set(parameters["properties"])
+    assert {"query", "limit", "tiers", "subject", "verbose"} == set(parameters["properties"])
     assert not {"user_id", "namespace", "session_id"} & set(parameters["properties"])
 
 
@@ -123,6 +124,54 @@ async def test_call_returns_results(recall_tool: MemoryTool, arguments: str | di
     assert envelope["results"][0]["subject"] == "moni"
     assert envelope["results"][0]["tier"] == "semantic"
     assert json.loads(json.dumps(envelope)) == envelope
+
+
+# -- compact and verbose results ----------------------------------------------------------------
+
+COMPACT_KEYS = {"id", "tier", "subject", "date", "text"}
+
+
+async def test_results_are_compact_by_default(recall_tool: MemoryTool, relational: MemoryCapability) -> None:
+    envelope = await recall_tool.call({"query": "shellfish allergy"})
+    first = envelope["results"][0]
+    assert set(first) == COMPACT_KEYS
+    assert first == {
+        "id": first["id"],
+        "tier": "semantic",
+        "subject": "moni",
+        "date": "2026-03-01",  # the frozen clock's day
+        "text": "Moni is allergic to shellfish.",
+    }
+
+
+@pytest.mark.parametrize("verbose", [True, False], ids=["verbose", "compact"])
+async def test_verbose_returns_every_field(recall_tool: MemoryTool, verbose: bool) -> None:
+    envelope = await recall_tool.call({"query": "shellfish allergy", "verbose": verbose})
+    first = envelope["results"][0]
+    full = {"confidence", "score", "relevance", "provenance", "metadata", "created_at", "updated_at"}
+    assert (full <= set(first)) is verbose
+    assert COMPACT_KEYS - {"date"} <= set(first)
+
+
+async def test_compact_ids_match_the_verbose_ids(recall_tool: MemoryTool) -> None:
+    compact = await recall_tool.call({"query": "tennis shellfish"})
+    verbose = await recall_tool.call({"query": "tennis shellfish", "verbose": True})
+    assert [r["id"] for r in compact["results"]] == [r["id"] for r in verbose["results"]]
+    assert len(json.dumps(compact["results"])) < len(json.dumps(verbose["results"])) / 2
+
+
+async def test_compact_date_is_when_the_fact_holds_from(
+    relational: MemoryCapability, ctx: MemoryContext, recall_tool: MemoryTool
+) -> None:
+    await relational.add_semantic_fact(ctx, "The user moved to Lisbon.", valid_from=datetime(2024, 5, 17, tzinfo=UTC))
+    envelope = await recall_tool.call({"query": "moved to Lisbon"})
+    assert envelope["results"][0]["text"] == "The user moved to Lisbon."
+    assert envelope["results"][0]["date"] == "2024-05-17"
+
+
+async def test_verbose_must_be_a_boolean(recall_tool: MemoryTool) -> None:
+    envelope = await recall_tool.call({"query": "tennis", "verbose": "please"})
+    assert envelope["ok"] is False and "verbose" in envelope["error"]
 
 
 @pytest.mark.parametrize(
@@ -190,7 +239,7 @@ async def test_connect_bad_arguments_give_an_error_envelope(tools: Toolset, argu
 async def test_connect_on_a_capability_without_relations_is_an_envelope(
     capability: MemoryCapability, ctx: MemoryContext
 ) -> None:
-    envelope = await capability.connect_tool(ctx).call({"from": "user"})
+    envelope = await capability.relations.connect_tool(ctx).call({"from": "user"})
     assert envelope["ok"] is False
     assert "relations" in envelope["error"]
 

@@ -3,20 +3,20 @@ subjects, touches a fact it was not shown, or writes a non-canonical subject. Re
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from tests.fakes import messages_of, stage_model, user_body
+from tests.fakes import AnyCall, messages_of, stage_model
 from tiermem import Episode, Fact, MemoryContext, RelationsOptions, system
 from tiermem.memory._identity import fact_id
 from tiermem.memory._llm import LLM
 from tiermem.memory._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 from tiermem.pipelines import LLMStages, compact_subject, consolidate_episodes
+from tiermem.prompts import compact, consolidate, observe
 
 # litellm lazily imports a module whose pydantic TypedDict warns on every model call; pyproject's
 # filterwarnings="error" would turn that into a failed (deferred) call.
@@ -37,48 +37,48 @@ def build(store_path: str, embedder: HashingEmbedder, clock: FrozenClock) -> Bui
     return make
 
 
-def _shown(body: str, subject: str) -> str:
-    """The id of the first existing fact of ``subject`` the consolidate prompt shows."""
-    found = re.search(rf"- id=(\S+) \[{subject}\] ", body)
-    assert found is not None, f"no {subject} fact in the prompt"
-    return found[1]
+def _shown(inputs: consolidate.Input, subject: str) -> str:
+    """The id of the first existing fact of ``subject`` the consolidator was shown."""
+    found = next((f.id for f in inputs.existing if f.subject == subject), None)
+    assert found is not None, f"no {subject} fact was shown"
+    return found
 
 
-# Each operation is built from the prompt the consolidator was sent (it needs the shown fact ids).
-OPS: dict[str, tuple[Callable[[str], dict[str, Any]], str]] = {
+# Each operation is built from the consolidator's input (it needs the shown fact ids).
+OPS: dict[str, tuple[Callable[[consolidate.Input], dict[str, Any]], str]] = {
     "update-user-fact-as-moni": (
-        lambda body: {"op": "update", "subject": "moni", "target_id": _shown(body, "user"), "text": MONI_FACT},
+        lambda inputs: {"op": "update", "subject": "moni", "target_id": _shown(inputs, "user"), "text": MONI_FACT},
         "cross-subject update: 'user' fact by a 'moni' operation",
     ),
     "reinforce-user-fact-as-moni": (
-        lambda body: {"op": "reinforce", "subject": "Moni", "target_id": _shown(body, "user")},
+        lambda inputs: {"op": "reinforce", "subject": "Moni", "target_id": _shown(inputs, "user")},
         "cross-subject reinforce: 'user' fact by a 'moni' operation",
     ),
     "update-moni-fact-as-user": (
-        lambda body: {"op": "update", "subject": "user", "target_id": _shown(body, "moni"), "text": USER_FACT},
+        lambda inputs: {"op": "update", "subject": "user", "target_id": _shown(inputs, "moni"), "text": USER_FACT},
         "cross-subject update: 'moni' fact by a 'user' operation",
     ),
     "update-unknown-fact": (
-        lambda body: {"op": "update", "subject": "user", "target_id": "fact_not_shown", "text": "The user is tall."},
+        lambda inputs: {"op": "update", "subject": "user", "target_id": "fact_not_shown", "text": "The user is tall."},
         "unknown target 'fact_not_shown'",
     ),
     "non-canonical-subject": (
-        lambda body: {"op": "add", "subject": "Moni <script>", "text": "Moni likes jazz."},
+        lambda inputs: {"op": "add", "subject": "Moni <script>", "text": "Moni likes jazz."},
         "non-canonical subject",
     ),
-    "empty-add": (lambda body: {"op": "add", "subject": "moni", "text": "   "}, "empty text"),
+    "empty-add": (lambda inputs: {"op": "add", "subject": "moni", "text": "   "}, "empty text"),
 }
 
 
 async def _seeded(
-    build: Builder, ctx: MemoryContext, op: Callable[[str], dict[str, Any]]
+    build: Builder, ctx: MemoryContext, op: Callable[[consolidate.Input], dict[str, Any]]
 ) -> tuple[MemorySystem, Fact, Fact]:
     """A user fact and a Moni fact exist; a session about Moni is pending consolidation."""
 
-    def consolidate_reply(messages: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"operations": [op(user_body(messages))], "edges": []}
+    def consolidate_reply(messages: list[dict[str, Any]], call: AnyCall) -> dict[str, Any]:
+        return {"operations": [op(call.inputs)], "edges": []}
 
-    fake = stage_model({"observe": MONI_OBSERVED, "consolidate": consolidate_reply})
+    fake = stage_model({observe.STAGE: MONI_OBSERVED, consolidate.STAGE: consolidate_reply})
     mem = build(fake.model)
     user = await mem.add_semantic_fact(ctx, USER_FACT, subject="user")
     moni = await mem.add_semantic_fact(ctx, "Moni likes opera.", subject="moni")
@@ -117,14 +117,13 @@ async def test_refused_operation_changes_no_fact(
 
 
 async def test_valid_operations_in_the_same_batch_still_apply(build: Builder, ctx: MemoryContext) -> None:
-    def both(body: str) -> dict[str, Any]:
-        return {"op": "update", "subject": "moni", "target_id": _shown(body, "user"), "text": MONI_FACT}
+    def both(inputs: consolidate.Input) -> dict[str, Any]:
+        return {"op": "update", "subject": "moni", "target_id": _shown(inputs, "user"), "text": MONI_FACT}
 
-    def reply(messages: list[dict[str, Any]]) -> dict[str, Any]:
-        body = user_body(messages)
-        return {"operations": [both(body), {"op": "add", "subject": "moni", "text": MONI_FACT}], "edges": []}
+    def reply(messages: list[dict[str, Any]], call: AnyCall) -> dict[str, Any]:
+        return {"operations": [both(call.inputs), {"op": "add", "subject": "moni", "text": MONI_FACT}], "edges": []}
 
-    fake = stage_model({"observe": MONI_OBSERVED, "consolidate": reply})
+    fake = stage_model({observe.STAGE: MONI_OBSERVED, consolidate.STAGE: reply})
     mem = build(fake.model)
     user = await mem.add_semantic_fact(ctx, USER_FACT, subject="user")
     await mem.capture(ctx, messages_of("My wife Moni is allergic to shellfish."))
@@ -154,11 +153,11 @@ async def test_rules_model_never_trips_the_guard(build: Builder, ctx: MemoryCont
 # -- the pipeline functions, with a model that answers through litellm -------------------------
 
 
-def _fact(subject: str, text: str, **extra: Any) -> Fact:
-    return Fact(
-        id=fact_id("default", "u-1", subject, text), namespace="default", user_id="u-1", subject=subject, text=text,
-        created_at=NOW, updated_at=NOW, reinforced_at=NOW, **extra,
-    )  # fmt: skip
+CTX = MemoryContext(user_id="u-1")
+
+
+def _fact(subject: str, text: str) -> Fact:
+    return Fact.new(CTX, subject=subject, text=text, now=NOW)
 
 
 def _episode(summary: str, subjects: tuple[str, ...]) -> Episode:
@@ -168,14 +167,14 @@ def _episode(summary: str, subjects: tuple[str, ...]) -> Episode:
     )  # fmt: skip
 
 
-def _stages(replies: dict[str, Any]) -> LLMStages:
+def _stages(replies: dict[Any, Any]) -> LLMStages:
     return LLMStages(LLM(stage_model(replies).model))
 
 
 async def test_plan_refuses_cross_subject_update() -> None:
     user = _fact("user", USER_FACT)
     op = {"op": "update", "subject": "moni", "target_id": user.id, "text": MONI_FACT}
-    stages = _stages({"consolidate": {"operations": [op]}})
+    stages = _stages({consolidate.STAGE: {"operations": [op]}})
     ctx = MemoryContext(user_id="u-1")
 
     plan = await consolidate_episodes(
@@ -191,14 +190,14 @@ async def test_plan_refuses_cross_subject_update() -> None:
 async def test_plan_update_supersedes_with_validity() -> None:
     old = _fact("user", "The user works at Initech.")
     op = {"op": "update", "subject": "user", "target_id": old.id, "text": "The user works at Globex."}
-    stages = _stages({"consolidate": {"operations": [op]}})
+    stages = _stages({consolidate.STAGE: {"operations": [op]}})
 
     plan = await consolidate_episodes(
         stages, ctx=MemoryContext(user_id="u-1"), episodes=[_episode("The user moved to Globex.", ("user",))],
         existing=[old], user_names=[], aliases={}, relations=None, now=NOW,
     )  # fmt: skip
 
-    new_id = fact_id("default", "u-1", "user", "The user works at Globex.")
+    new_id = fact_id(CTX, subject="user", text="The user works at Globex.")
     kept = plan.facts[old.id]
     assert (kept.status, kept.valid_to, kept.superseded_by, kept.text) == ("superseded", NOW, new_id, old.text)
     assert (plan.facts[new_id].status, plan.facts[new_id].valid_from) == ("active", NOW)
@@ -216,7 +215,7 @@ async def test_plan_update_supersedes_with_validity() -> None:
     ids=["kept", "unknown-endpoint", "self-loop", "out-of-vocabulary"],
 )
 async def test_plan_edges_are_checked(edge: dict[str, str], counted: str | None) -> None:
-    stages = _stages({"consolidate": {"operations": [], "edges": [edge]}})
+    stages = _stages({consolidate.STAGE: {"operations": [], "edges": [edge]}})
     rel = RelationsOptions(vocabulary=("married to", "works at"))
 
     plan = await consolidate_episodes(
@@ -237,7 +236,7 @@ async def test_compaction_refuses_a_merge_across_subjects() -> None:
     a, b = _fact("user", "The user likes tea."), _fact("user", "The user drinks green tea.")
     moni = _fact("moni", "Moni likes tea.")
     merge = {"source_ids": [a.id, moni.id], "text": "The user and Moni like tea."}
-    stages = _stages({"compact": {"merges": [merge]}})
+    stages = _stages({compact.STAGE: {"merges": [merge]}})
 
     plan = await compact_subject(stages, ctx=MemoryContext(user_id="u-1"), subject="user", facts=[a, b, moni], now=NOW)
 
@@ -247,12 +246,12 @@ async def test_compaction_refuses_a_merge_across_subjects() -> None:
 async def test_compaction_merges_one_subject_and_supersedes_the_sources() -> None:
     a, b = _fact("user", "The user likes tea."), _fact("user", "The user drinks green tea.")
     merge = {"source_ids": [a.id, b.id], "text": "The user likes tea, green tea most."}
-    stages = _stages({"compact": {"merges": [merge]}})
+    stages = _stages({compact.STAGE: {"merges": [merge]}})
 
     plan = await compact_subject(stages, ctx=MemoryContext(user_id="u-1"), subject="user", facts=[a, b], now=NOW)
 
     by_id = {f.id: f for f in plan.facts}
-    merged_id = fact_id("default", "u-1", "user", "The user likes tea, green tea most.")
+    merged_id = fact_id(CTX, subject="user", text="The user likes tea, green tea most.")
     assert (plan.refused, plan.merged_sources) == (0, 2)
     assert by_id[merged_id].subject == "user"
     assert {(by_id[x.id].status, by_id[x.id].superseded_by) for x in (a, b)} == {("superseded", merged_id)}

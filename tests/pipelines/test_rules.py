@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from tiermem import Edge, Episode, Fact, Message, RelationsOptions, Turn, WorkingEntry
+from tiermem.memory._stage import Stage
 from tiermem.pipelines import _rules as rules
+from tiermem.prompts import STAGES
 from tiermem.prompts import consolidate as consolidate_prompt
 from tiermem.prompts import digest as digest_prompt
 from tiermem.prompts import encode_episode as encode_prompt
@@ -388,30 +391,32 @@ def _turn_input() -> observe_prompt.Input:
 
 
 ENTRIES = [entry(0, "user", "The user works at Acme.", 0.8), entry(1, "moni", "Moni loves orchids.", 0.7)]
-CASES: list[tuple[str, BaseModel, type[BaseModel]]] = [
-    ("observe", _turn_input(), observe_prompt.Output),
+CASES: list[tuple[Stage[Any, Any], BaseModel, type[BaseModel]]] = [
+    (observe_prompt.STAGE, _turn_input(), observe_prompt.Output),
     (
-        "encode_episode",
+        encode_prompt.STAGE,
         encode_prompt.Input(entries=ENTRIES, turns=[], started_at=NOW, ended_at=NOW),
         encode_prompt.Output,
     ),
     (
-        "consolidate",
+        consolidate_prompt.STAGE,
         consolidate_prompt.Input(
             episodes=[episode(RELATIONAL)], existing=DIGEST_FACTS, relations=RelationsOptions(), now=NOW
         ),
         consolidate_prompt.Output,
     ),
     (
-        "digest",
+        digest_prompt.STAGE,
         digest_prompt.Input(facts=DIGEST_FACTS, edges=[edge("user", "married to", "moni")]),
         digest_prompt.Output,
     ),
 ]
 
 
-@pytest.mark.parametrize(("stage", "inputs", "output"), CASES, ids=[c[0] for c in CASES])
-def test_outputs_validate_and_are_deterministic(stage: str, inputs: BaseModel, output: type[BaseModel]) -> None:
+@pytest.mark.parametrize(("stage", "inputs", "output"), CASES, ids=[c[0].name for c in CASES])
+def test_outputs_validate_and_are_deterministic(
+    stage: Stage[Any, Any], inputs: BaseModel, output: type[BaseModel]
+) -> None:
     first, second = rules.RULES[stage](inputs), rules.RULES[stage](inputs)
     assert isinstance(first, output)
     assert output.model_validate(first.model_dump()) == first
@@ -419,4 +424,4 @@ def test_outputs_validate_and_are_deterministic(stage: str, inputs: BaseModel, o
 
 
 def test_rules_cover_every_stage() -> None:
-    assert set(rules.RULES) == {"observe", "encode_episode", "consolidate", "digest", "compact"}
+    assert set(rules.RULES) == set(STAGES)

@@ -1,4 +1,4 @@
-"""One snapshot-style test per prompt module: key phrases of ``render(...)`` for fixed inputs, the
+"""One snapshot-style test per prompt module: key phrases of ``STAGE.render(...)`` for fixed inputs, the
 VERSION, and a sample answer that the Output schema accepts (and one it refuses)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 import tiermem.prompts as prompts
 from tiermem import Edge, Episode, Fact, Message, RelationsOptions, Turn, WorkingEntry
-from tiermem.pipelines import PROMPTS
+from tiermem.memory._stage import Stage
 from tiermem.prompts import compact, consolidate, digest, encode_episode, observe
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -35,35 +35,40 @@ ENTRY = WorkingEntry(id="wm_1", session_id="s-1", subject="moni", text=MONI_FACT
 
 
 def _render(module: ModuleType, **fields: Any) -> list[dict[str, str]]:
-    """Render the way the pipelines do: through the Input model (fields it defaults may be left out)."""
-    inputs = module.Input(**fields)
-    rendered: list[dict[str, str]] = module.render(
-        **{name: getattr(inputs, name) for name in type(inputs).model_fields}
-    )
-    return rendered
+    """Render the way the pipelines do: through the stage's Input model (fields it defaults may be left out)."""
+    stage: Stage[Any, Any] = module.STAGE
+    return stage.render(stage.input(**fields))
 
 
 def _text(messages: list[dict[str, str]]) -> str:
     return "\n".join(m["content"] for m in messages)
 
 
-def test_every_stage_has_a_prompt_module() -> None:
-    assert set(PROMPTS) == set(prompts.__all__)
-    assert {m.VERSION for m in PROMPTS.values()} == {
+MODULES = [observe, encode_episode, consolidate, digest, compact]
+
+
+def test_every_prompt_module_has_one_stage() -> None:
+    assert set(prompts.__all__) == {"STAGES", "Stage", *(m.__name__.rsplit(".", 1)[1] for m in MODULES)}
+    assert tuple(m.STAGE for m in MODULES) == prompts.STAGES
+    assert {s.version for s in prompts.STAGES} == {
         "observe-v1",
         "encode-episode-v1",
         "consolidate-v1",
         "digest-v1",
         "compact-v1",
     }
+    assert len({s.name for s in prompts.STAGES}) == len(prompts.STAGES)
 
 
-@pytest.mark.parametrize("module", list(PROMPTS.values()), ids=list(PROMPTS))
-def test_prompt_module_shape(module: ModuleType) -> None:
-    assert isinstance(module.VERSION, str) and module.VERSION
-    assert issubclass(module.Input, BaseModel) and issubclass(module.Output, BaseModel)
-    assert callable(module.render)
+@pytest.mark.parametrize("module", MODULES, ids=[m.__name__.rsplit(".", 1)[1] for m in MODULES])
+def test_stage_is_built_from_its_module(module: ModuleType) -> None:
+    stage = module.STAGE
+    assert isinstance(stage, Stage)
+    assert stage.name == module.__name__.rsplit(".", 1)[1]
+    assert (stage.version, stage.input, stage.text) == (module.VERSION, module.Input, module.TEXT)
+    assert issubclass(stage.input, BaseModel) and issubclass(stage.output, BaseModel)
     assert module.TEXT.strip()
+    assert not hasattr(module, "render"), "render through the stage: module.STAGE.render(module.Input(...))"
 
 
 # -- observe ------------------------------------------------------------------------------------
@@ -311,27 +316,54 @@ def test_compact_output_schema(sample: dict[str, Any], valid: bool) -> None:
 
 
 @pytest.mark.parametrize(
-    ("module", "fields"),
+    ("module", "fields", "output"),
     [
-        (observe, {"messages": list(TURN.messages), "user_names": ["Sam"], "known_subjects": ["user"], "now": NOW}),
-        (encode_episode, {"entries": [ENTRY], "turns": [TURN], "user_names": [], "started_at": NOW, "ended_at": LATER}),
+        (
+            observe,
+            {"messages": list(TURN.messages), "user_names": ["Sam"], "known_subjects": ["user"], "now": NOW},
+            observe.Output,
+        ),
+        (
+            encode_episode,
+            {"entries": [ENTRY], "turns": [TURN], "user_names": [], "started_at": NOW, "ended_at": LATER},
+            encode_episode.Output,
+        ),
+        (consolidate, {"episodes": [EPISODE], "existing": [USER_FACT], "now": NOW}, consolidate.FactsOutput),
         (
             consolidate,
-            {"episodes": [EPISODE], "existing": [USER_FACT], "user_names": [], "relations": None, "now": NOW},
+            {"episodes": [EPISODE], "existing": [USER_FACT], "relations": RelationsOptions(), "now": NOW},
+            consolidate.Output,
         ),
-        (digest, {"facts": [USER_FACT], "edges": [EDGE], "user_names": [], "previous": None}),
-        (compact, {"subject": "user", "facts": [USER_FACT]}),
+        (
+            consolidate,
+            {"episodes": [EPISODE], "existing": [USER_FACT], "relations": RelationsOptions(enabled=False), "now": NOW},
+            consolidate.FactsOutput,
+        ),
+        (digest, {"facts": [USER_FACT], "edges": [EDGE], "user_names": [], "previous": None}, digest.Output),
+        (compact, {"subject": "user", "facts": [USER_FACT]}, compact.Output),
     ],
-    ids=["observe", "encode_episode", "consolidate", "digest", "compact"],
+    ids=[
+        "observe",
+        "encode_episode",
+        "consolidate-no-relations",
+        "consolidate-relations",
+        "consolidate-relations-disabled",
+        "digest",
+        "compact",
+    ],
 )
-def test_render_takes_exactly_the_input_fields(module: ModuleType, fields: dict[str, Any]) -> None:
-    """LLMStages renders with the Input's fields as keywords, so the two must agree."""
-    inputs = module.Input(**fields)
+def test_stage_call_carries_input_and_output_schema(
+    module: ModuleType, fields: dict[str, Any], output: type[BaseModel]
+) -> None:
+    stage: Stage[Any, Any] = module.STAGE
+    inputs = stage.input(**fields)
 
-    messages = module.render(**{name: getattr(inputs, name) for name in type(inputs).model_fields})
+    call = stage.call(inputs)
 
-    assert [m["role"] for m in messages] == ["system", "user"]
-    assert set(fields) <= set(type(inputs).model_fields)
+    assert (call.stage, call.inputs, call.output) == (stage, inputs, output)
+    assert issubclass(call.output, stage.output)
+    assert call.output_schema == output.model_json_schema()
+    assert [m["role"] for m in stage.render(inputs)] == ["system", "user"]
 
 
 def _check(output: type[BaseModel], sample: dict[str, Any], valid: bool) -> None:

@@ -1,0 +1,192 @@
+"""Search: the candidates recall ranks, from full-text, vector and graph searches over the tiers.
+
+Blocking, like the repository it reads through; :class:`~tiermem.memory._capability.MemoryCapability`
+runs it off the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, Literal
+
+import numpy as np
+
+from ._errors import InvalidArgumentError
+from ._options import RecallOptions
+from ._recall import Candidate, named_subjects, rank, rank_without_cue, to_memory_item
+from ._records import MemoryContext, MemoryItem, RankedMemoryItem
+from ._relations import Relations
+from ._relevance import calibration
+from ._store import TableName, Where
+from ._subjects import canonical_subject
+from ._tiers import Tiers, embedded_text, scope
+
+__all__ = ["SEARCH_TIERS", "Search", "SearchTier"]
+
+SearchTier = Literal["working", "episodic", "semantic", "digest"]
+# Where each tier is searched. The episodic tier is the sessions' episodes plus their turn log:
+# a summary finds the right conversation, the log the line in it.
+_SOURCES: dict[SearchTier, tuple[TableName, ...]] = {
+    "working": ("working",),
+    "episodic": ("episodes", "turns"),
+    "semantic": ("facts",),
+    "digest": ("digests",),
+}
+SEARCH_TIERS: tuple[SearchTier, ...] = tuple(_SOURCES)
+_LIVE: dict[TableName, list[str]] = {
+    "working": ["active", "overflow"],
+    "episodes": ["pending", "consolidated"],
+    "facts": ["active"],
+    "digests": ["active"],
+}
+_BROWSE = ("working", "episodes", "facts", "digests")  # without a cue the raw log is noise
+
+_SEARCHES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tiermem-search")
+_GRAPH_EDGES = 10  # edges per named entity admitted by graph expansion
+_GRAPH_FACTS = 8  # neighbour facts admitted by graph expansion
+# Relevance given to what only the graph links to the cue: enough to be recalled, below direct matches.
+_GRAPH_EDGE_FLOOR = 0.4
+_GRAPH_FACT_FLOOR = 0.35
+
+
+class Search:
+    """Recall over one store: candidates from every enabled tier, fused and ranked."""
+
+    def __init__(
+        self, *, tiers: Tiers, relations: Relations, enabled: Sequence[SearchTier], options: RecallOptions
+    ) -> None:
+        self.tiers = tiers
+        self.relations = relations
+        self.enabled = list(enabled)
+        self.options = options
+
+    def chosen(self, tiers: Sequence[str] | None) -> list[SearchTier]:
+        """The enabled tiers among ``tiers`` (all enabled ones for None)."""
+        if tiers is None:
+            return list(self.enabled)
+        unknown = [t for t in tiers if t not in _SOURCES]
+        if unknown:
+            raise InvalidArgumentError(f"unknown tiers {unknown}; choose from {list(_SOURCES)}")
+        return [t for t in self.enabled if t in tiers]
+
+    def item(self, record: Any, now: datetime, session_seq: int = 0) -> MemoryItem:
+        """Any stored record as a memory item, its confidence decayed to ``now``."""
+        return to_memory_item(
+            record, now, semantic=self.tiers.semantic, working=self.tiers.working, session_seq=session_seq
+        )
+
+    def _where(self, ctx: MemoryContext, table: TableName, subject: str | None) -> Where | None:
+        eq = scope(ctx)
+        if subject is not None:
+            eq["subject"] = subject
+        if table == "working":
+            if ctx.session_id is None:
+                return None
+            eq["session_id"] = ctx.session_id
+        if table == "turns":
+            # The current session's turns are already in the agent's context window.
+            return Where(eq=eq, ne={"session_id": ctx.session_id} if ctx.session_id else None)
+        return Where(eq=eq, isin={"status": _LIVE[table]})
+
+    def recall(
+        self, ctx: MemoryContext, cue: str | None, *, limit: int, tiers: Sequence[str] | None, subject: str | None
+    ) -> list[RankedMemoryItem]:
+        """Memories across the chosen tiers, ranked for ``cue`` (most recent and salient without one)."""
+        aliases = self.tiers.aliases(ctx)
+        canon = canonical_subject(subject, aliases=aliases) if subject is not None else None
+        now = self.tiers.clock.now()
+        chosen = self.chosen(tiers)
+        tables = [table for tier in chosen for table in _SOURCES[tier]]
+        session_seq = self.tiers.session_seq(ctx) if "working" in chosen else 0
+        store = self.tiers.store
+        if cue is None or not cue.strip():
+            items: list[MemoryItem] = []
+            for table in (t for t in tables if t in _BROWSE):
+                where = self._where(ctx, table, canon)
+                if where is not None:
+                    items += [self.item(r, now, session_seq) for r in store.query(table, where)]
+            return rank_without_cue(items, now=now, options=self.options, limit=limit)
+        # Vectors are compared centered on the embedder's background (see _relevance).
+        calibrated = calibration(self.tiers.embedder)
+        query_vector = calibrated.query(self.tiers.embed([cue])[0])
+        pool = max(limit * 3, 30)
+        found: dict[tuple[str, str], Candidate] = {}
+        # One full-text and one vector search per table, all in flight at once (LanceDB releases the GIL).
+        searches = []
+        for table in tables:
+            where = self._where(ctx, table, canon)
+            if where is not None:
+                lexical_job = _SEARCHES.submit(store.text_search, table, cue, where, limit=pool)
+                vector_job = _SEARCHES.submit(store.vector_search, table, query_vector, where, limit=pool)
+                searches.append((table, where, lexical_job, vector_job))
+        searched = 0  # memories the vector searches compared: how high "unrelated" reaches
+        for table, where, lexical_job, vector_job in searches:
+            text_hits = lexical_job.result()
+            lexical = {h.record.id: h.score for h in text_hits}
+            hits = {h.record.id: h for h in vector_job.result()}
+            hits.update({h.record.id: h for h in text_hits})
+            searched += store.searched(table, where)
+            if not hits:
+                continue
+            similarity = calibrated.similarity(query_vector, np.stack([h.vector for h in hits.values()]))
+            for (rid, hit), sim in zip(hits.items(), similarity, strict=True):
+                found[(table, rid)] = Candidate(
+                    item=self.item(hit.record, now, session_seq),
+                    similarity=float(sim),
+                    lexical=lexical.get(rid, 0.0),
+                )
+        named = named_subjects(cue, aliases)
+        if self.relations.options is not None and canon is None and "semantic" in chosen:
+            self._expand_through_graph(ctx, query_vector, named, now, found)
+        return rank(
+            list(found.values()),
+            now=now,
+            options=self.options,
+            cue=cue,
+            related_similarity=calibrated.threshold(searched, self.options.unrelated_rate),
+            named=named,
+            limit=limit,
+        )
+
+    def _expand_through_graph(
+        self,
+        ctx: MemoryContext,
+        query_vector: np.ndarray,
+        named: set[str],
+        now: datetime,
+        found: dict[tuple[str, str], Candidate],
+    ) -> None:
+        """Entities the cue names bring their edges and their one-hop neighbours' facts into the pool."""
+        graph = self.relations.graph(ctx)
+        entities = sorted(n for n in named if n in graph)
+        if not entities:
+            return
+        edges = {e.id: e for entity in entities for e in graph.neighbours(entity)[:_GRAPH_EDGES]}
+        if edges:
+            vectors = self.tiers.embed([embedded_text(e) for e in edges.values()])
+            similarity = calibration(self.tiers.embedder).similarity(query_vector, vectors)
+            for edge, sim in zip(edges.values(), similarity, strict=True):
+                found.setdefault(
+                    ("edges", edge.id),
+                    Candidate(
+                        item=self.item(edge, now),
+                        similarity=float(sim),
+                        lexical=0.0,
+                        via_graph=_GRAPH_EDGE_FLOOR,
+                    ),
+                )
+        neighbours = sorted({n for entity in entities for n in graph.neighbour_nodes(entity)} - set(entities))
+        if not neighbours:
+            return
+        where = Where(eq=scope(ctx), isin={"status": ["active"], "subject": neighbours})
+        for hit in self.tiers.store.vector_search("facts", query_vector, where, limit=_GRAPH_FACTS):
+            key = ("facts", hit.record.id)
+            old = found.get(key)
+            found[key] = Candidate(
+                item=old.item if old else self.item(hit.record, now),
+                similarity=float(calibration(self.tiers.embedder).similarity(query_vector, hit.vector)[0]),
+                lexical=old.lexical if old else 0.0,
+                via_graph=_GRAPH_FACT_FLOOR,
+            )

@@ -1,0 +1,98 @@
+"""Text normalisation, in one place: word tokens, English stop words, a light stemmer, content terms.
+
+Everything that compares words reads it from here: the ranking (a cue's informative words and how
+many of them a memory covers, pseudo-relevance feedback), the offline rules model (which words of
+a sentence carry content), the benchmarks' lexical baselines and the store's full-text index
+(:data:`FTS_CONFIG`: the engine stems and drops stop words itself, with the same language).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = [
+    "CHAT_WORDS",
+    "FTS_CONFIG",
+    "STOP_WORDS",
+    "content_terms",
+    "fold",
+    "stem",
+    "terms",
+    "tokens",
+    "words",
+]
+
+# Lowercase words; an apostrophe suffix stays attached ("user's", "don't") so contractions are one token.
+_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+
+
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# The standard English core (NLTK / scikit-learn) with its contractions, plus a few words that
+# carry no topic in questions and chat ("also", "really", "get").
+STOP_WORDS = _wordset(
+    """a about above after again against all am an and any are aren't as at be because been before being below
+    between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each
+    few for from further had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers
+    herself him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself let's me more
+    most mustn't my myself no nor not of off on once only or other ought our ours ourselves out over own same
+    shan't she she'd she'll she's should shouldn't so some such than that that's the their theirs them
+    themselves then there there's these they they'd they'll they're they've this those through to too under
+    until up very was wasn't we we'd we'll we're we've were weren't what what's when when's where where's which
+    while who who's whom why why's will with won't would wouldn't you you'd you'll you're you've your yours
+    yourself yourselves s t d ll m o re ve y don now just also us ever really much many get got like"""
+)
+
+# Words of conversation that are not stop words but say nothing about a topic ("great", "sounds",
+# "thanks"): what the rules model ignores when it judges whether a sentence carries content.
+CHAT_WORDS = _wordset(
+    """i'm i've i'd i'll mine onto shall may might must done go going gone lot lots thing things stuff kind
+    sort yes yeah ok okay sure oh hi hello hey thanks thank please well still even today anyway actually maybe
+    great good nice cool awesome amazing wonderful lovely glad sounds sound wow haha lol totally definitely
+    absolutely interesting user user's said asked one quite"""
+)
+
+# The full-text index: the engine's English stemmer and stop words (LanceDB / tantivy).
+FTS_CONFIG: dict[str, Any] = {"language": "English", "stem": True, "remove_stop_words": True, "ascii_folding": True}
+
+_SUFFIXES = ("ing", "ed", "es", "s", "ly")
+
+
+def fold(text: str) -> str:
+    """Lowercase, with typographic apostrophes made plain."""
+    return text.lower().translate(_QUOTES)
+
+
+def tokens(text: str) -> list[str]:
+    """Lowercase word tokens; an apostrophe suffix stays attached ("user's", "don't")."""
+    return _TOKEN.findall(fold(text))
+
+
+def words(text: str) -> list[str]:
+    """Tokens for retrieval: a possessive "'s" dropped ("caroline's" is "caroline")."""
+    return [t[:-2] if t.endswith("'s") else t for t in tokens(text)]
+
+
+def stem(word: str) -> str:
+    """A light suffix strip: "hiking", "hikes" and "hiked" all become "hik"."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    return word.rstrip("e") if len(word) > 3 else word
+
+
+def content_terms(text: str, *, ignore: Iterable[str] = ()) -> list[str]:
+    """Stemmed content words in order, with repeats: no stop words, no single letters, none of ``ignore``."""
+    skip = set(ignore)
+    return [stem(w) for w in words(text) if len(w) > 1 and w not in STOP_WORDS and w not in skip]
+
+
+def terms(text: str) -> frozenset[str]:
+    """Informative words, lightly stemmed ("hiking" meets "hike"): for how much of a cue a memory covers."""
+    return frozenset(content_terms(text))

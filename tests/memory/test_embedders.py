@@ -1,0 +1,238 @@
+"""The shipped embedders: the ONNX default loads offline from the package, means what it should,
+and stores made with another shipped embedder keep opening with it or move with ``tiermem reembed``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tiermem import MemoryContext, StoreMismatchError, create_memory_capability
+from tiermem.memory._embedders import (
+    DEFAULT_EMBEDDER,
+    HashingEmbedder,
+    OnnxEmbedder,
+    StaticEmbedder,
+    embedder_for_id,
+    embedder_name,
+    resolve_embedder,
+)
+from tiermem.memory._errors import ConfigurationError
+from tiermem.memory._store import REEMBEDDING, Store, Where, stored_meta
+
+ONNX_ID = "minilm-l6-onnx-int8-v1"
+STATIC_ID = "minilm-static-v1"
+MEMORIES = [
+    "I am allergic to peanuts.",
+    "I moved from Berlin to Lisbon last month.",
+    "My sister's wedding is in June.",
+    "I play the cello in a community orchestra.",
+    "Our car is a blue Volvo estate.",
+]
+
+
+@pytest.fixture(scope="session")
+def onnx() -> OnnxEmbedder:
+    """The shipped default, loaded once for the whole session."""
+    return OnnxEmbedder()
+
+
+def cosine(embedder: OnnxEmbedder, a: str, others: Sequence[str]) -> np.ndarray:
+    vectors = embedder.embed([a, *others])
+    return vectors[1:] @ vectors[0]
+
+
+# -- the ONNX model itself --------------------------------------------------------------------------
+
+
+def test_loads_offline_from_the_shipped_files_without_torch(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from tiermem.memory._embedders import OnnxEmbedder, _asset_path\n"
+        "e = OnnxEmbedder()\n"
+        "v = e.embed(['I am allergic to peanuts.'])\n"
+        "assert v.shape == (1, 384), v.shape\n"
+        "assert sorted(p.name for p in _asset_path('minilm-onnx').iterdir()) == "
+        "['NOTICE', 'model.onnx', 'tokenizer.json']\n"
+        "assert not {'torch', 'transformers', 'sentence_transformers'} & set(sys.modules)\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_vectors_are_unit_float32_rows_and_empty_texts_zero(onnx: OnnxEmbedder) -> None:
+    vectors = onnx.embed([*MEMORIES, "", "   "])
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (len(MEMORIES) + 2, onnx.dimensions) == (len(MEMORIES) + 2, 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors[: len(MEMORIES)], axis=1), 1.0, atol=1e-5)
+    assert not vectors[len(MEMORIES) :].any()
+    assert onnx.embed([]).shape == (0, 384)
+
+
+def test_same_input_gives_the_same_vectors(onnx: OnnxEmbedder) -> None:
+    assert np.array_equal(onnx.embed(MEMORIES), onnx.embed(MEMORIES))
+    assert np.array_equal(onnx.embed(MEMORIES), OnnxEmbedder(threads=1).embed(MEMORIES))
+
+
+def test_a_text_means_the_same_alone_or_in_a_long_batch(onnx: OnnxEmbedder) -> None:
+    """Batches pad to their longest text and int8 activations are scaled per batch: close, not equal."""
+    long = " ".join(["We walked along the river and talked about the old days."] * 12)
+    together = onnx.embed([*MEMORIES, long] * 7)  # several batches of mixed lengths
+    alone = np.vstack([onnx.embed([m]) for m in MEMORIES])
+    assert (np.sum(together[: len(MEMORIES)] * alone, axis=1) > 0.98).all()
+
+
+def test_long_texts_are_truncated_not_refused(onnx: OnnxEmbedder) -> None:
+    assert onnx.embed(["word " * 2000]).shape == (1, 384)
+
+
+@pytest.mark.parametrize(
+    ("cue", "memory"),
+    [
+        ("which nuts must I avoid eating?", "I am allergic to peanuts."),
+        ("where does the user live", "I moved from Berlin to Lisbon last month."),
+        ("when is the family celebration for my sibling?", "My sister's wedding is in June."),
+        ("what instrument do I play?", "I play the cello in a community orchestra."),
+        ("What car does the user own?", "Our car is a blue Volvo estate."),
+    ],
+    ids=["nuts-peanuts", "live-lisbon", "sibling-wedding", "instrument-cello", "car-volvo"],
+)
+def test_a_paraphrase_is_closest_to_its_memory(onnx: OnnxEmbedder, cue: str, memory: str) -> None:
+    scores = cosine(onnx, cue, MEMORIES)
+    assert MEMORIES[int(np.argmax(scores))] == memory
+    others = np.delete(scores, MEMORIES.index(memory))
+    assert scores[MEMORIES.index(memory)] - others.max() > 0.1
+
+
+def test_unrelated_cue_is_far_from_every_memory(onnx: OnnxEmbedder) -> None:
+    related = cosine(onnx, "which nuts must I avoid eating?", ["I am allergic to peanuts."])[0]
+    for cue in ("quantum chromodynamics lecture notes", "the router's firmware checksum"):
+        assert cosine(onnx, cue, MEMORIES).max() < related - 0.2
+
+
+def test_custom_model_needs_an_id(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="model_id"):
+        OnnxEmbedder(tmp_path)
+
+
+# -- names, ids and the default ----------------------------------------------------------------------
+
+
+def test_the_default_is_the_onnx_model() -> None:
+    default = resolve_embedder(None)
+    assert DEFAULT_EMBEDDER == "minilm-onnx"
+    assert isinstance(default, OnnxEmbedder)
+    assert default.id == ONNX_ID  # model and quantization: the store's guard tells it from the static one
+
+
+@pytest.mark.parametrize(
+    ("embedder_id", "name", "kind"),
+    [
+        (ONNX_ID, "minilm-onnx", OnnxEmbedder),
+        (STATIC_ID, "minilm-static", StaticEmbedder),
+        ("hashing-v1-128", "hashing", HashingEmbedder),
+        ("litellm:openai/text-embedding-3-small", "openai/text-embedding-3-small", None),
+        ("somebody-elses", None, None),
+    ],
+    ids=["onnx", "static", "hashing", "litellm", "unknown"],
+)
+def test_a_stored_id_maps_back_to_its_embedder(embedder_id: str, name: str | None, kind: type | None) -> None:
+    assert embedder_name(embedder_id) == name
+    found = embedder_for_id(embedder_id)
+    if kind is None:
+        assert found is None
+    else:
+        assert isinstance(found, kind)
+        assert found.id == embedder_id
+
+
+# -- stores made with another embedder ---------------------------------------------------------------
+
+
+@pytest.fixture
+def static_store(tmp_path: Path) -> str:
+    """A store written with the static embedder (the default before), with a few facts."""
+    path = str(tmp_path / "static-store")
+    cap = create_memory_capability(store=path, embedder="minilm-static")
+    ctx = MemoryContext(user_id="u-1")
+    for text in MEMORIES:
+        cap.tiers.add_semantic_fact(ctx, text)
+    return path
+
+
+def test_a_store_opens_with_the_shipped_embedder_that_made_it(static_store: str) -> None:
+    cap = create_memory_capability(store=static_store)
+    assert cap.tiers.embedder.id == STATIC_ID
+
+
+def test_the_guard_names_the_embedder_that_made_the_store_and_the_migration(static_store: str) -> None:
+    with pytest.raises(StoreMismatchError) as caught:
+        create_memory_capability(store=static_store, embedder="minilm-onnx")
+    message = str(caught.value)
+    assert f"'{STATIC_ID}' (384 dimensions)" in message
+    assert "embedder='minilm-static'" in message
+    assert f"tiermem reembed --store {static_store}" in message
+
+
+def _nearest_fact(store_path: str, cue: str) -> str:
+    cap = create_memory_capability(store=store_path)
+    query = cap.tiers.embedder.embed([cue])[0]
+    hits = cap.tiers.store.vector_search("facts", query, Where(eq={"user_id": "u-1"}), limit=1)
+    return str(hits[0].record.text)
+
+
+def _tiermem() -> list[str]:
+    script = Path(sys.executable).parent / "tiermem"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tiermem.memory._cli"]
+
+
+def test_tiermem_reembed_moves_a_static_store_to_the_default(static_store: str) -> None:
+    done = subprocess.run(
+        [*_tiermem(), "reembed", "--store", static_store], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"{STATIC_ID} -> {ONNX_ID}" in done.stdout
+    assert f"{len(MEMORIES)} records re-embedded" in done.stdout
+    assert stored_meta(static_store)["embedder_id"] == ONNX_ID
+    cap = create_memory_capability(store=static_store)
+    assert cap.tiers.embedder.id == ONNX_ID
+    ctx = MemoryContext(user_id="u-1")
+    assert sorted(f.text for f in cap.tiers.facts(ctx)) == sorted(MEMORIES)
+    assert _nearest_fact(static_store, "which nuts must I avoid eating?") == "I am allergic to peanuts."
+    hits = cap.tiers.store.text_search("facts", "Lisbon", Where(eq={"user_id": "u-1"}), limit=3)
+    assert [h.record.text for h in hits] == ["I moved from Berlin to Lisbon last month."]
+
+    again = subprocess.run(
+        [*_tiermem(), "reembed", "--store", static_store], capture_output=True, text=True, timeout=300
+    )
+    assert again.returncode == 0, again.stderr
+    assert "nothing to do" in again.stdout
+
+
+def test_an_interrupted_reembed_is_refused_until_run_again(static_store: str) -> None:
+    store = Store(static_store, embedder_id=STATIC_ID, dimensions=384)
+    target = HashingEmbedder(64)
+
+    def failing(table: str, records: list[object]) -> np.ndarray:
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        store.reembed(target.id, target.dimensions, failing)
+    assert stored_meta(static_store)["embedder_id"] == REEMBEDDING + target.id
+    with pytest.raises(StoreMismatchError, match="part-way through `tiermem reembed`"):
+        create_memory_capability(store=static_store, embedder="minilm-static")
+
+    resumed = Store(static_store, embedder_id=REEMBEDDING + target.id, dimensions=64)
+    counts = resumed.reembed(target.id, target.dimensions, lambda _t, recs: target.embed([r.text for r in recs]))
+    assert counts["facts"] == len(MEMORIES)
+    cap = create_memory_capability(store=static_store)  # picks the hashing embedder the store now records
+    assert cap.tiers.embedder.id == target.id
+    assert len(cap.tiers.facts(MemoryContext(user_id="u-1"))) == len(MEMORIES)

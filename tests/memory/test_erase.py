@@ -1,0 +1,96 @@
+"""``erase_user``: every row of the user in every table, and its bytes on disk, are gone.
+
+The secret is written in plain text (a turn, a working entry, an episode, a fact, an edge, an alias
+and the digest) and every file under the store folder is scanned for its raw bytes. A positive
+control first checks that the scan finds it before the erase, so a compressed or encoded copy
+could not make the zero-hits check pass vacuously.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tiermem import MemoryContext, MemorySystem, system
+from tiermem.memory.testing import FrozenClock, HashingEmbedder
+
+pytestmark = pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")
+
+SECRET = "Qzxvorplum"  # a first name, so it becomes a subject, an edge endpoint and an alias
+VICTIM = MemoryContext(user_id="u-erase-7f3k", session_id="s-1")
+BYSTANDER = MemoryContext(user_id="u-keep", session_id="s-1")
+
+
+def needles() -> list[bytes]:
+    """The secret as written and as the full-text index stores it, and the erased user's id."""
+    return [SECRET.encode(), SECRET.lower().encode(), VICTIM.user_id.encode()]
+
+
+def scan(root: Path) -> list[str]:
+    hits = []
+    for path in root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            hits += [f"{path.relative_to(root)}: {n.decode()}" for n in needles() if n in data]
+    return hits
+
+
+async def populate(mem: MemorySystem, ctx: MemoryContext, name: str) -> None:
+    await mem.add_alias(ctx, f"{name}son")
+    await mem.capture(ctx, [{"role": "user", "content": f"My wife {name} is allergic to shellfish."}])
+    await mem.capture(ctx, [{"role": "user", "content": "I work at Acme Corp as a data engineer."}])
+    await mem.end_session(ctx)
+    await mem.consolidate(ctx)
+    await mem.digest(ctx)
+    await mem.add_semantic_fact(ctx, f"{name} likes the colour teal.", subject=name.lower())
+
+
+@pytest.mark.parametrize("bystander", [True, False], ids=["other-user-present", "only-user"])
+async def test_erase_leaves_zero_bytes_of_the_secret_on_disk(
+    tmp_path: Path, clock: FrozenClock, embedder: HashingEmbedder, bystander: bool
+) -> None:
+    root = tmp_path / "store"
+    mem = system(model="rules", store=str(root), embedder=embedder, clock=clock, semantic={"relations": True})
+    if bystander:
+        await populate(mem, BYSTANDER, "Moni")
+    await populate(mem, VICTIM, SECRET)
+    forgotten = await mem.add_semantic_fact(VICTIM, f"{SECRET} once forgot her keys.", subject=SECRET.lower())
+    await mem.forget(VICTIM, forgotten.id)  # deleted earlier: its bytes still sit in old versions
+    before = await mem.stats(VICTIM)
+    assert all(before.counts[t] for t in ("working", "episodic", "semantic", "digest", "relation", "turns", "aliases"))
+    assert scan(root), "positive control: the secret must be visible on disk before the erase"
+    kept_before = await mem.stats(BYSTANDER)
+
+    report = await mem.erase_user(VICTIM)
+
+    assert scan(root) == []
+    assert set(report.rows) == {"working", "episodes", "facts", "digests", "edges", "turns", "aliases"}
+    assert all(report.rows.values())
+    after = await mem.stats(VICTIM)
+    assert all(not counts for counts in after.counts.values())
+    assert (await mem.list(VICTIM)).items == ()
+    kept = await mem.stats(BYSTANDER)
+    assert kept.counts == kept_before.counts
+    if bystander:
+        recalled = await mem.recall(BYSTANDER, "What is Moni allergic to?")
+        assert any("shellfish" in i.text for i in recalled)
+        assert await mem.connections(BYSTANDER, "moni")
+
+
+async def test_the_store_keeps_working_after_an_erase(
+    tmp_path: Path, clock: FrozenClock, embedder: HashingEmbedder
+) -> None:
+    root = tmp_path / "store"
+    mem = system(model="rules", store=str(root), embedder=embedder, clock=clock, semantic={"relations": True})
+    await populate(mem, VICTIM, SECRET)
+    await mem.erase_user(VICTIM)
+
+    await populate(mem, VICTIM, "Moni")  # the same user starts again from nothing
+
+    recalled = await mem.recall(VICTIM, "shellfish allergy")
+    assert any("Moni" in i.text for i in recalled)
+    stats = await mem.stats(VICTIM)
+    assert stats.counts["turns"] == {"observed": 2}
+    reopened = system(model="rules", store=str(root), embedder=embedder, clock=clock)
+    assert (await reopened.stats(VICTIM)).counts == stats.counts

@@ -1,0 +1,331 @@
+"""``tiermem mcp``: a real server subprocess, driven by the MCP SDK's own client over stdio (and HTTP).
+
+The store is written with the library first (hashing embedder, so the server is started with
+``--embedder hashing``). The server process runs with no API key and a socket guard installed
+through ``sitecustomize``: any connection to anything but loopback is recorded and refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from tiermem import MemoryContext, create_memory_capability
+
+USER = MemoryContext(user_id="u-1")
+OTHER = MemoryContext(user_id="other")
+OWN_FACT = "The user is allergic to penicillin."
+SECRET = "The vault code is 4711."
+DIGEST = "The user is a nurse in Porto who is allergic to penicillin."
+AUTHORITY = {"user_id", "user", "namespace", "session_id", "ctx", "context"}
+
+GUARD = """
+import os, socket
+_connect = socket.socket.connect
+def _guarded(self, address):
+    host = address[0] if isinstance(address, tuple) else address
+    if isinstance(host, str) and host not in {"127.0.0.1", "::1", "localhost"} and not host.startswith("/"):
+        with open(os.environ["TIERMEM_TEST_NETWORK_LOG"], "a") as log:
+            log.write(repr(address) + "\\n")
+        raise OSError("tests must not touch the network")
+    return _connect(self, address)
+socket.socket.connect = _guarded
+"""
+
+
+def _tiermem() -> list[str]:
+    script = Path(sys.executable).with_name("tiermem")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli"]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    path = str(tmp_path / "store")
+    mem = create_memory_capability(store=path, embedder="hashing").blocking()
+    mem.add_semantic_fact(USER, OWN_FACT)
+    mem.add_semantic_fact(USER, "Moni plays the cello.", subject="Moni")
+    mem.set_digest(USER, DIGEST)
+    mem.add_semantic_fact(OTHER, SECRET)
+    mem.set_digest(OTHER, "The other user keeps the vault code 4711.")
+    return path
+
+
+@pytest.fixture
+def server_env(tmp_path: Path) -> dict[str, str]:
+    """The server's environment: no API keys, the local cost map, and the socket guard."""
+    guard = tmp_path / "guard"
+    guard.mkdir()
+    (guard / "sitecustomize.py").write_text(GUARD)
+    return {
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PYTHONPATH": str(guard),
+        "TIERMEM_TEST_NETWORK_LOG": str(tmp_path / "network.log"),
+    }
+
+
+@pytest.fixture(autouse=True)
+def _no_network_in_the_server(tmp_path: Path) -> Any:
+    yield
+    log = tmp_path / "network.log"
+    assert not log.exists(), f"the server tried the network: {log.read_text()}"
+
+
+@asynccontextmanager
+async def mcp_session(tmp_path: Path, env: dict[str, str], store: str, *options: str) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=_tiermem()[0],
+        args=[*_tiermem()[1:], "mcp", "--store", store, "--embedder", "hashing", *options],
+        env=env,
+        cwd=tmp_path,
+    )
+    with (tmp_path / "server.log").open("a") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+def _envelope(result: Any) -> dict[str, Any]:
+    envelope: dict[str, Any] = json.loads(result.content[0].text)
+    assert result.structured_content == envelope
+    assert result.is_error is (not envelope["ok"])
+    return envelope
+
+
+@pytest.mark.parametrize(
+    ("options", "tools"),
+    [
+        ((), ["recall"]),
+        (("--allow-writes",), ["recall", "remember", "forget"]),
+        (("--relations", "--allow-writes"), ["recall", "connect", "remember", "forget"]),
+    ],
+    ids=["read-only", "writes", "relations-and-writes"],
+)
+async def test_lists_tools_without_any_authority_argument(
+    tmp_path: Path, server_env: dict[str, str], store: str, options: tuple[str, ...], tools: list[str]
+) -> None:
+    async with mcp_session(tmp_path, server_env, store, "--user-id", "u-1", *options) as session:
+        listed = (await session.list_tools()).tools
+        resources = (await session.list_resources()).resources
+
+    assert [t.name for t in listed] == tools
+    for tool in listed:
+        assert tool.input_schema["additionalProperties"] is False
+        assert not AUTHORITY & set(tool.input_schema["properties"])
+        assert tool.annotations is not None
+        assert tool.annotations.read_only_hint is (tool.name not in {"remember", "forget"})
+        assert tool.annotations.destructive_hint is (tool.name == "forget")
+    assert sorted(str(r.uri) for r in resources) == ["tiermem://digest", "tiermem://facts"]
+
+
+async def test_recalls_a_memory_written_before(tmp_path: Path, server_env: dict[str, str], store: str) -> None:
+    env = {**server_env, "TIERMEM_USER_ID": "u-1"}  # configured through the environment alone
+    async with mcp_session(tmp_path, env, store) as session:
+        found = _envelope(await session.call_tool("recall", {"query": "penicillin allergy"}))
+        verbose = _envelope(await session.call_tool("recall", {"query": "penicillin allergy", "verbose": True}))
+        digest = (await session.read_resource("tiermem://digest")).contents[0]
+        facts = (await session.read_resource("tiermem://facts")).contents[0]
+
+    assert found["ok"] is True
+    assert found["results"][0]["text"] == OWN_FACT
+    assert set(found["results"][0]) == {"id", "tier", "subject", "date", "text"}
+    assert verbose["results"][0]["id"] == found["results"][0]["id"]
+    assert "confidence" in verbose["results"][0]
+    assert getattr(digest, "text", None) == DIGEST
+    rows = json.loads(getattr(facts, "text", ""))
+    assert {r["text"] for r in rows} == {OWN_FACT, "Moni plays the cello."}
+    assert "4711" not in json.dumps([found, verbose, rows, getattr(digest, "text", None)])
+
+
+async def test_remember_then_recall(tmp_path: Path, server_env: dict[str, str], store: str) -> None:
+    async with mcp_session(tmp_path, server_env, store, "--user-id", "u-1", "--allow-writes") as session:
+        stored = _envelope(await session.call_tool("remember", {"text": "The user's sister is called Ana."}))
+        found = _envelope(await session.call_tool("recall", {"query": "sister Ana"}))
+
+    assert stored["ok"] is True and stored["results"][0]["text"] == "The user's sister is called Ana."
+    assert found["results"][0]["text"] == "The user's sister is called Ana."
+    mem = create_memory_capability(store=store, embedder="hashing")
+    assert "The user's sister is called Ana." in {f.text for f in await mem.facts(USER)}
+    assert [f.text for f in await mem.facts(OTHER)] == [SECRET]
+
+
+async def test_forget_deletes_only_the_users_own_memory(tmp_path: Path, server_env: dict[str, str], store: str) -> None:
+    mem = create_memory_capability(store=store, embedder="hashing")
+    (secret,) = await mem.facts(OTHER)
+    async with mcp_session(tmp_path, server_env, store, "--user-id", "u-1", "--allow-writes") as session:
+        (found,) = _envelope(await session.call_tool("recall", {"query": "penicillin allergy", "limit": 1}))["results"]
+        forgotten = _envelope(await session.call_tool("forget", {"id": found["id"]}))
+        again = _envelope(await session.call_tool("recall", {"query": "penicillin allergy"}))
+        theirs = _envelope(await session.call_tool("forget", {"id": secret.id}))
+
+    assert forgotten["ok"] is True and forgotten["results"][0]["text"] == OWN_FACT
+    assert OWN_FACT not in {r["text"] for r in again["results"]}
+    assert theirs["ok"] is False and "4711" not in json.dumps(theirs)
+    assert [f.text for f in await mem.facts(OTHER)] == [SECRET]
+    assert OWN_FACT not in {f.text for f in await mem.facts(USER)}
+
+
+HOSTILE: list[tuple[str, dict[str, Any]]] = [
+    ("recall", {"query": "vault code", "user_id": "other"}),
+    ("recall", {"query": "vault code", "namespace": "default", "user_id": "other"}),
+    ("recall", {"query": "vault code", "session_id": "s-1"}),
+    ("recall", {"query": "vault code", "ctx": {"user_id": "other"}}),
+    ("recall", {"query": "vault code", "_meta": {"user_id": "other"}}),
+    ("remember", {"text": "The vault code is 0000.", "user_id": "other"}),
+    ("remember", {"text": "The vault code is 0000.", "namespace": "other-tenant"}),
+    ("recall", {"user_id": "other"}),
+    ("forget", {"id": "fact_x", "user_id": "other"}),
+]
+
+
+async def test_hostile_arguments_are_refused_and_other_users_unreachable(
+    tmp_path: Path, server_env: dict[str, str], store: str
+) -> None:
+    async with mcp_session(tmp_path, server_env, store, "--user-id", "u-1", "--allow-writes") as session:
+        refused = [_envelope(await session.call_tool(name, arguments)) for name, arguments in HOSTILE]
+        plain = [
+            _envelope(await session.call_tool("recall", {"query": query, "limit": 50}))
+            for query in ("vault code", "4711", "other user")
+        ]
+        facts = (await session.read_resource("tiermem://facts")).contents[0]
+        with pytest.raises(MCPError):
+            await session.read_resource("tiermem://facts?user_id=other")
+
+    for envelope, (_, arguments) in zip(refused, HOSTILE, strict=True):
+        assert envelope["ok"] is False, arguments
+        assert "invalid arguments" in envelope["error"]
+    assert all(envelope["ok"] for envelope in plain)
+    assert "4711" not in json.dumps([refused, plain, getattr(facts, "text", "")])
+    mem = create_memory_capability(store=store, embedder="hashing")
+    assert [f.text for f in await mem.facts(OTHER)] == [SECRET]
+    assert "0000" not in json.dumps([f.text for f in await mem.facts(USER)])
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ([], "--user-id"),
+        (["--user-id", "u-1", "--user-header", "X-User-Id", "--transport", "http"], "not both"),
+        (["--user-header", "X-User-Id"], "--transport http"),
+        (["--user-id", "bad\u0007id"], "control characters"),
+    ],
+    ids=["no-user", "user-and-header", "header-on-stdio", "bad-user-id"],
+)
+def test_bad_configuration_exits_with_a_message(
+    tmp_path: Path, server_env: dict[str, str], store: str, arguments: list[str], message: str
+) -> None:
+    result = subprocess.run(
+        [*_tiermem(), "mcp", "--store", store, "--embedder", "hashing", *arguments],
+        env={**os.environ, **server_env, "TIERMEM_USER_ID": ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr[-2000:]
+
+
+def test_a_store_written_with_another_embedder_is_refused(tmp_path: Path, server_env: dict[str, str]) -> None:
+    path = str(tmp_path / "store")
+    create_memory_capability(store=path)  # the shipped static embedder
+    result = subprocess.run(
+        [*_tiermem(), "mcp", "--store", path, "--embedder", "hashing", "--user-id", "u-1"],
+        env={**os.environ, **server_env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "tiermem mcp:" in result.stderr and "embedder" in result.stderr, result.stderr[-2000:]
+
+
+# -- streamable HTTP, the user from a header the operator's proxy sets ---------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the server exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise AssertionError("the server never listened")
+
+
+HTTP_OPTIONS = ("--transport", "http", "--user-header", "X-User-Id")
+
+
+@pytest.fixture
+def http_server(tmp_path: Path, server_env: dict[str, str], store: str) -> Any:
+    port = _free_port()
+    with (tmp_path / "server.log").open("a") as errlog:
+        proc = subprocess.Popen(
+            [*_tiermem(), "mcp", "--store", store, "--embedder", "hashing", *HTTP_OPTIONS, "--port", str(port)],
+            env={**os.environ, **server_env},
+            stdin=subprocess.DEVNULL,
+            stdout=errlog,
+            stderr=errlog,
+        )
+        try:
+            _wait_for_port(port, proc)
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+@asynccontextmanager
+async def http_session(url: str, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as client,
+        streamable_http_client(url, http_client=client) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+@pytest.mark.parametrize(
+    ("user", "expected"), [("u-1", OWN_FACT), ("other", SECRET)], ids=["user-header", "other-header"]
+)
+async def test_http_takes_the_user_from_the_operator_header(http_server: str, user: str, expected: str) -> None:
+    async with http_session(http_server, {"X-User-Id": user}) as session:
+        mine = _envelope(await session.call_tool("recall", {"query": "vault code penicillin allergy", "limit": 50}))
+        hostile = _envelope(await session.call_tool("recall", {"query": "vault code", "user_id": "u-1"}))
+
+    texts = {r["text"] for r in mine["results"]}
+    assert expected in texts
+    assert not ({OWN_FACT, SECRET} - {expected}) & texts
+    assert hostile["ok"] is False
+
+
+async def test_http_without_the_header_is_refused(http_server: str) -> None:
+    async with http_session(http_server, {}) as session:
+        with pytest.raises(MCPError, match="X-User-Id"):
+            await session.call_tool("recall", {"query": "vault code"})

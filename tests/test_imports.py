@@ -1,0 +1,125 @@
+"""Fresh interpreters: every package and every module of ours can be the first import, and the read
+path never loads litellm (click's tests/test_imports.py does the same with a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from tests.sources import MODULES
+
+PACKAGES = ("tiermem", "tiermem.memory", "tiermem.pipelines", "tiermem.jobs", "tiermem.prompts")
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """No API key, no network lookups, and nothing on the path but what is installed."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k not in {"PYTHONPATH", "TIERMEM_MODEL"}
+    }
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    env.update(extra)
+    return env
+
+
+def run_python(code: str, *args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,  # never the repository: its memory/ and jobs/ folders must not be importable
+        env=env or clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def two_at_a_time(function: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(function, items))
+
+
+@dataclass(frozen=True)
+class FirstImport:
+    module: str
+    error: str  # the last line of stderr; empty when the import worked
+    loaded: frozenset[str]  # every module in sys.modules afterwards
+    stderr: str
+
+
+def import_first(module: str, cwd: Path) -> FirstImport:
+    code = f"import json, sys, {module}; print(json.dumps(sorted(sys.modules)))"
+    done = run_python(code, cwd=cwd)
+    if done.returncode != 0:
+        return FirstImport(module, (done.stderr.strip().splitlines() or ["?"])[-1], frozenset(), done.stderr)
+    return FirstImport(module, "", frozenset(json.loads(done.stdout)), done.stderr)
+
+
+@pytest.fixture(scope="module")
+def packages_first(tmp_path_factory: pytest.TempPathFactory) -> dict[str, FirstImport]:
+    """Each package imported first in a fresh interpreter, two interpreters at a time."""
+    cwd = tmp_path_factory.mktemp("first")
+    return {result.module: result for result in two_at_a_time(lambda p: import_first(p, cwd), PACKAGES)}
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=PACKAGES)
+def test_package_is_importable_first(package: str, packages_first: dict[str, FirstImport]) -> None:
+    assert not packages_first[package].error, packages_first[package].stderr
+
+
+def test_every_module_is_importable_first(packages_first: dict[str, FirstImport], tmp_path: Path) -> None:
+    """Each module of ours is the first import of a fresh interpreter.
+
+    ``import a.b.c`` runs ``a`` and then ``a.b`` to the end before ``a.b.c`` starts, so a module its
+    package's first import already loads has had its first import above. Only the modules the
+    packages leave for later (the CLI, litellm's adapter, the test doubles, ...) need their own
+    interpreter, which keeps this to a handful of interpreters instead of one per module.
+    """
+    parent = {name: name.rpartition(".")[0] for name in MODULES}
+    later = sorted(
+        name
+        for name in MODULES
+        if name not in PACKAGES and parent[name] in packages_first and name not in packages_first[parent[name]].loaded
+    )
+    assert set(MODULES) <= {n for f in packages_first.values() for n in f.loaded} | set(later)
+    failed = [(f.module, f.error) for f in two_at_a_time(lambda m: import_first(m, tmp_path), later) if f.error]
+    assert not failed
+
+
+def test_importing_tiermem_does_not_import_litellm(packages_first: dict[str, FirstImport]) -> None:
+    assert "tiermem" in packages_first["tiermem"].loaded
+    assert "litellm" not in packages_first["tiermem"].loaded
+
+
+def test_read_only_flow_never_imports_litellm(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import asyncio, sys
+        from tiermem import HashingEmbedder, MemoryContext, create_memory_capability
+
+        async def main() -> None:
+            cap = create_memory_capability(store=sys.argv[1], embedder=HashingEmbedder(64))
+            ctx = MemoryContext(user_id="u", session_id="s")
+            await cap.add_semantic_fact(ctx, "Moni is allergic to shellfish.", subject="Moni")
+            assert await cap.recall(ctx, "shellfish")
+            assert "<memory>" in await cap.format_context(ctx, "shellfish")
+            envelope = await cap.tools(ctx)[0].call({"query": "shellfish"})
+            assert envelope["ok"], envelope
+
+        asyncio.run(main())
+        assert "litellm" not in sys.modules, "litellm was imported"
+        """
+    )
+    done = run_python(code, str(tmp_path / "store"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
