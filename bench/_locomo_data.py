@@ -1,6 +1,6 @@
 """LoCoMo loading for ``bench/locomo.py``: sessions with parsed dates, turns, repaired evidence.
 
-The data file is not shipped (CC BY-NC 4.0, see /work/shared/data/README.md); this module only
+The data file is not shipped (CC BY-NC 4.0, see ../shared/data/README.md beside the repository); this module only
 reads it. Evidence repair follows the data README: split ids joined by ``;`` or whitespace,
 normalise ``D:11:26`` -> ``D11:26`` and ``D30:05`` -> ``D30:5``, drop ids that name no turn.
 """

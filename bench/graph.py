@@ -281,7 +281,8 @@ def run(size: Size, seed: int) -> tuple[list[str], dict[str, Any]]:
 
         # the helpers and the baseline agree
         same_conn = sum(
-            [e.id for e in mem.relations.connections(ctx, x)] == [e.id for e in adjacency.neighbours(x)] for x in entities
+            [e.id for e in mem.relations.connections(ctx, x)] == [e.id for e in adjacency.neighbours(x)]
+            for x in entities
         )
         hops = [(mem.relations.relate(ctx, a, b), adjacency.path(a, b)) for a, b in pairs]
         same_len = sum((x is None) == (y is None) and (x is None or len(x) == len(y or [])) for x, y in hops)

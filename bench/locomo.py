@@ -1,6 +1,6 @@
 """LoCoMo evidence recall: tiermem against lexical and dense baselines over the raw turns.
 
-For each conversation of the LoCoMo development split (``/work/shared/data/locomo-dev.json``,
+For each conversation of the LoCoMo development split (``../shared/data/locomo-dev.json`` from the repo root,
 CC BY-NC 4.0, not shipped; see its README), a fresh store gets every session in order through
 ``system(...).capture`` (the clock set to the session's date, +30 s per turn), ``end_session``
 after each session, then ``consolidate`` and ``digest``. Every question is then recalled with
@@ -24,7 +24,7 @@ Usage (from the repo root):
     python bench/locomo.py --quick                  # first conversation, first 5 sessions
     python bench/locomo.py --out bench/RESULTS.md   # also write the tables
     python bench/locomo.py --dump-misses 10         # cat 1-4 questions tiermem misses at 10
-    python bench/locomo.py --variants               # + analysis prototypes (no library change)
+    python bench/locomo.py --variants               # + analysis (reachability, item kinds)
 """
 
 from __future__ import annotations
@@ -59,220 +59,23 @@ from _locomo_data import CATEGORIES, Conversation, Question, load
 
 import tiermem as memory
 from tiermem import MemoryContext, StaticEmbedder
-from tiermem.memory._recall import Candidate, named_subjects, rank
+from tiermem.memory._text import STOP_WORDS, words
 from tiermem.memory._store import Where
 from tiermem.memory.testing import FrozenClock
 
 warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
 
 NAMESPACE = "locomo"
-DEFAULT_DATA = "/work/shared/data/locomo-dev.json"
+# The data sits beside the repository (../shared/data from its root); not shipped, see its README.
+DEFAULT_DATA = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json")
 KS = (5, 10, 25)
 HITS = (5, 10)
 TURN_STEP = timedelta(seconds=30)
 RRF_K = 60
 
-# A standard English stop-word list (the NLTK / scikit-learn core), hard-coded: no download.
-STOP_WORDS = frozenset(
-    [
-        "a",
-        "about",
-        "above",
-        "after",
-        "again",
-        "against",
-        "all",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "aren't",
-        "as",
-        "at",
-        "be",
-        "because",
-        "been",
-        "before",
-        "being",
-        "below",
-        "between",
-        "both",
-        "but",
-        "by",
-        "can",
-        "can't",
-        "cannot",
-        "could",
-        "couldn't",
-        "did",
-        "didn't",
-        "do",
-        "does",
-        "doesn't",
-        "doing",
-        "don't",
-        "down",
-        "during",
-        "each",
-        "few",
-        "for",
-        "from",
-        "further",
-        "had",
-        "hadn't",
-        "has",
-        "hasn't",
-        "have",
-        "haven't",
-        "having",
-        "he",
-        "he'd",
-        "he'll",
-        "he's",
-        "her",
-        "here",
-        "here's",
-        "hers",
-        "herself",
-        "him",
-        "himself",
-        "his",
-        "how",
-        "how's",
-        "i",
-        "i'd",
-        "i'll",
-        "i'm",
-        "i've",
-        "if",
-        "in",
-        "into",
-        "is",
-        "isn't",
-        "it",
-        "it's",
-        "its",
-        "itself",
-        "let's",
-        "me",
-        "more",
-        "most",
-        "mustn't",
-        "my",
-        "myself",
-        "no",
-        "nor",
-        "not",
-        "of",
-        "off",
-        "on",
-        "once",
-        "only",
-        "or",
-        "other",
-        "ought",
-        "our",
-        "ours",
-        "ourselves",
-        "out",
-        "over",
-        "own",
-        "same",
-        "shan't",
-        "she",
-        "she'd",
-        "she'll",
-        "she's",
-        "should",
-        "shouldn't",
-        "so",
-        "some",
-        "such",
-        "than",
-        "that",
-        "that's",
-        "the",
-        "their",
-        "theirs",
-        "them",
-        "themselves",
-        "then",
-        "there",
-        "there's",
-        "these",
-        "they",
-        "they'd",
-        "they'll",
-        "they're",
-        "they've",
-        "this",
-        "those",
-        "through",
-        "to",
-        "too",
-        "under",
-        "until",
-        "up",
-        "very",
-        "was",
-        "wasn't",
-        "we",
-        "we'd",
-        "we'll",
-        "we're",
-        "we've",
-        "were",
-        "weren't",
-        "what",
-        "what's",
-        "when",
-        "when's",
-        "where",
-        "where's",
-        "which",
-        "while",
-        "who",
-        "who's",
-        "whom",
-        "why",
-        "why's",
-        "with",
-        "won't",
-        "would",
-        "wouldn't",
-        "you",
-        "you'd",
-        "you'll",
-        "you're",
-        "you've",
-        "your",
-        "yours",
-        "yourself",
-        "yourselves",
-        "s",
-        "t",
-        "d",
-        "ll",
-        "m",
-        "o",
-        "re",
-        "ve",
-        "y",
-        "don",
-        "should",
-        "now",
-        "just",
-        "also",
-        "us",
-        "will",
-    ]
-)
-_TOKEN = re.compile(r"[a-z0-9]+")
-
-
 def tokens(text: str) -> list[str]:
-    return [w for w in _TOKEN.findall(text.lower()) if w not in STOP_WORDS]
+    """The BM25 baseline's terms: words without stop words (tiermem.memory._text), unstemmed."""
+    return [w for w in words(text) if w not in STOP_WORDS]
 
 
 # -- metrics ----------------------------------------------------------------------------------
@@ -441,7 +244,7 @@ def ingest(conv: Conversation, args: argparse.Namespace) -> Ingested:
 
 
 def _norm(text: str) -> str:
-    return " ".join(_TOKEN.findall(text.lower()))
+    return " ".join(words(text))
 
 
 @dataclass
@@ -529,39 +332,6 @@ def flatten_fine(items: Sequence[Any], ing: Ingested, fine: dict[str, list[str]]
         if len(out) >= limit:
             break
     return out[:limit]
-
-
-def recall_with_observations(ing: Ingested, cue: str, *, tiers: Sequence[str], limit: int = 50) -> list[Any]:
-    """Prototype of a read path that also searches closed working entries (past observations).
-
-    Mirrors ``MemoryCapability.recall_sync`` (same pool, same ``rank``) with the working tier's
-    filter widened to every session and the "closed" status; no library code changes.
-    """
-    mem = ing.mem
-    now = mem.clock.now()
-    aliases = mem.tiers.aliases(ing.ctx)
-    qv = mem.embedder.embed([cue])[0]
-    pool = max(limit * 3, 30)
-    scope = {"namespace": NAMESPACE, "user_id": ing.ctx.user_id}
-    wheres = {
-        "working": ("working", Where(eq=scope, isin={"status": ["active", "overflow", "closed"]})),
-        "episodic": ("episodes", Where(eq=scope, isin={"status": ["pending", "consolidated"]})),
-        "semantic": ("facts", Where(eq=scope, isin={"status": ["active"]})),
-    }
-    found: dict[tuple[str, str], Candidate] = {}
-    for tier in tiers:
-        table, where = wheres[tier]
-        text_hits = mem.store.text_search(table, cue, where, limit=pool)
-        lexical = {h.record.id: h.score for h in text_hits}
-        hits = {h.record.id: h for h in mem.store.vector_search(table, qv, where, limit=pool)}
-        hits.update({h.record.id: h for h in text_hits})
-        for rid, hit in hits.items():
-            found[(tier, rid)] = Candidate(
-                item=mem.item(hit.record, now, 0), similarity=float(hit.vector @ qv), lexical=lexical.get(rid, 0.0)
-            )
-    return rank(
-        list(found.values()), now=now, options=mem.recall_options, named=named_subjects(cue, aliases), limit=limit
-    )
 
 
 # -- report -----------------------------------------------------------------------------------
@@ -712,14 +482,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 variants.setdefault("tiermem, semantic tier only (text-mapped)", Scores()).add(
                     q.category, flatten_fine(only, ing, rch.fine), ev
                 )
-                obs = recall_with_observations(ing, q.question, tiers=["working"])
-                variants.setdefault("proto: past observations only (closed working entries)", Scores()).add(
-                    q.category, flatten(obs, ing.turn_dia), ev
-                )
-                both = recall_with_observations(ing, q.question, tiers=["working", "episodic", "semantic"])
-                variants.setdefault("proto: observations + episodes + facts (text-mapped)", Scores()).add(
-                    q.category, flatten_fine(both, ing, rch.fine), ev
-                )
         ing.store_dir.cleanup()
 
     # -- report ---------------------------------------------------------------------------------
@@ -804,7 +566,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
             *(f"| {k} | 0 | 0 | {n} |" for k, n in top_kinds.items() if k not in slot_kinds),
             "",
-            "Prototypes (categories 1-4; no library change):",
+            "Analysis variants (categories 1-4; the same recall, items filtered or mapped differently):",
             "",
             *table_main({**{"tiermem": systems["tiermem"]}, **variants, "bm25": systems["bm25"]}, [1, 2, 3, 4]),
             "",

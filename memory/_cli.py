@@ -140,6 +140,11 @@ def _intervals(pairs: Sequence[str]) -> dict[str, timedelta]:
 async def _worker(args: argparse.Namespace) -> int:
     from ._system import system
 
+    if args.jobstore is not None:
+        try:
+            import sqlalchemy  # noqa: F401  (APScheduler's job store imports it later, with a bare ImportError)
+        except ImportError:
+            raise SystemExit("tiermem worker: --jobstore needs SQLAlchemy: pip install 'tiermem[worker]'") from None
     mem = system(store=args.store, model=args.model, embedder=args.embedder)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -18,9 +18,9 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from ._governance import USER_TABLES, Governance, Record, _Frozen
+from ._governance import USER_TABLES, Governance, Record
 from ._records import Digest, Edge, Fact, MemoryContext
 from ._store import TableName, Where
 from ._tiers import checked_context, scope
@@ -29,6 +29,10 @@ __all__ = ["DigestWriter", "EraseReport", "Erasure", "ForgetReport"]
 
 DigestWriter = Callable[[MemoryContext], Awaitable[object]]
 """Rewrites the user's digest (``MemorySystem.digest``); its result's ``digest`` is the new one."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class ForgetReport(_Frozen):
@@ -80,9 +84,9 @@ class Erasure:
         """Ids to delete per table, and whether the digest must be rewritten."""
         table, record = self.governance.find(ctx, rid)
         gone: dict[TableName, set[str]] = {t: set() for t in USER_TABLES}
-        facts = self.governance._facts(ctx)
+        facts = self.governance.facts_by_id(ctx)
         if table == "facts":
-            gone["facts"] = self.governance._ancestors(record.id, self.governance._predecessors(facts))
+            gone["facts"] = self.governance.ancestors(record.id, self.governance.predecessors(facts))
         else:
             gone[table].add(record.id)
         records: list[Record] = [facts[i] for i in gone["facts"]] or [record]

@@ -67,7 +67,7 @@ class _Frozen(BaseModel):
 
 
 class MemoryPage(_Frozen):
-    """One page of :meth:`Governance.list`, oldest first."""
+    """One page of ``list``: memories oldest first, by ``(created_at, id)``."""
 
     items: tuple[MemoryItem, ...] = Field(description="The memories of this page.")
     next_cursor: str | None = Field(default=None, description="Pass it back for the next page; None at the end.")
@@ -94,10 +94,22 @@ class MemoryStats(_Frozen):
     bytes_on_disk: int | None = Field(description="Bytes of the whole store folder; None when not local.")
 
 
-def checked_id(value: object) -> str:
+def _checked_id(value: object) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > 256:
         raise InvalidArgumentError("id must be a non-empty string of at most 256 characters")
     return value
+
+
+def _about(record: Episode | Edge) -> tuple[str, ...]:
+    return record.subjects if isinstance(record, Episode) else (record.source, record.target)
+
+
+def _strings(value: object, what: str) -> list[str]:
+    """One string or a list of strings, as a list."""
+    values = [value] if isinstance(value, str) else list(value) if isinstance(value, list | tuple) else None
+    if values is None or not all(isinstance(v, str) for v in values):
+        raise InvalidArgumentError(f"{what} must be a string or a list of strings")
+    return values
 
 
 def _encode_cursor(key: tuple[datetime, str]) -> str:
@@ -109,7 +121,10 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         when, rid = json.loads(raw)
-        return datetime.fromisoformat(when), checked_id(rid)
+        after = datetime.fromisoformat(when)
+        if after.tzinfo is None:
+            raise ValueError("naive time")
+        return after, _checked_id(rid)
     except (ValueError, TypeError, binascii.Error, InvalidArgumentError) as exc:
         raise InvalidArgumentError("cursor is not one returned by list()") from exc
 
@@ -180,6 +195,7 @@ class Governance:
     # -- helpers ----------------------------------------------------------------------------
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for ``texts`` with the store's embedder."""
         if not texts:
             return np.zeros((0, self.embedder.dimensions), dtype=np.float32)
         return np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
@@ -190,11 +206,12 @@ class Governance:
             self.store.upsert(table, list(records), self.embed([embedded_text(r) for r in records]))
 
     def item(self, record: Record) -> MemoryItem:
+        """A record as a memory item, its confidence as it stands now."""
         return to_memory_item(record, self.clock.now(), semantic=self.semantic, working=self.working)
 
     def find(self, ctx: MemoryContext, rid: str, tables: Sequence[TableName] = _MEMORY_TABLES) -> tuple[TableName, Any]:
         """The table and record of ``rid`` within the user's scope, or :class:`MemoryNotFoundError`."""
-        rid = checked_id(rid)
+        rid = _checked_id(rid)
         hint = _PREFIXES.get(rid.split("_", 1)[0])
         ordered = [t for t in tables if t == hint] + [t for t in tables if t != hint]
         for table in ordered:
@@ -221,20 +238,20 @@ class Governance:
         """The blocking body of ``list``."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidArgumentError("limit must be an integer between 1 and 1000")
-        tiers = list(TIER_TABLES) if tier is None else [tier] if isinstance(tier, str) else list(tier)
+        tiers = list(TIER_TABLES) if tier is None else _strings(tier, "tier")
         unknown = [t for t in tiers if t not in TIER_TABLES]
         if unknown or not tiers:
             raise InvalidArgumentError(f"unknown tiers {unknown}; choose from {list(TIER_TABLES)}")
-        statuses = None if status is None else [status] if isinstance(status, str) else list(status)
+        statuses = None if status is None else _strings(status, "status")
         after = _decode_cursor(cursor) if cursor is not None else None
         canon = canonical_subject(subject, aliases=self._aliases(ctx)) if subject is not None else None
         keys: list[tuple[datetime, str, TableName]] = []
-        for table in dict.fromkeys(TIER_TABLES[t] for t in tiers):
+        for table in (table for t, table in TIER_TABLES.items() if t in tiers):
             eq = scope(ctx)
             isin = {"status": statuses} if statuses is not None else None
-            if canon is not None and table == "episodes":  # an episode's subjects are a list: filter records
-                episodes: list[Episode] = self.store.query(table, Where(eq=eq, isin=isin))
-                keys += [(e.created_at, e.id, table) for e in episodes if canon in e.subjects]
+            if canon is not None and table in ("episodes", "edges"):  # about several subjects: filter records
+                about: list[Episode | Edge] = self.store.query(table, Where(eq=eq, isin=isin))
+                keys += [(r.created_at, r.id, table) for r in about if canon in _about(r)]
                 continue
             if canon is not None:
                 eq["subject"] = canon
@@ -256,11 +273,12 @@ class Governance:
         """The blocking body of ``get``."""
         return self.item(self.find(ctx, rid)[1])
 
-    def _facts(self, ctx: MemoryContext) -> dict[str, Fact]:
+    def facts_by_id(self, ctx: MemoryContext) -> dict[str, Fact]:
+        """Every fact of the user, whatever its status, by id."""
         return {f.id: f for f in self.store.query("facts", Where(eq=scope(ctx)))}
 
     @staticmethod
-    def _predecessors(facts: dict[str, Fact]) -> dict[str, set[str]]:
+    def predecessors(facts: dict[str, Fact]) -> dict[str, set[str]]:
         """Fact id -> the ids of the versions it replaced (``superseded_by``, or named in its provenance)."""
         before: dict[str, set[str]] = {}
         for f in facts.values():
@@ -272,7 +290,8 @@ class Governance:
         return before
 
     @staticmethod
-    def _ancestors(rid: str, before: dict[str, set[str]]) -> set[str]:
+    def ancestors(rid: str, before: dict[str, set[str]]) -> set[str]:
+        """``rid`` and every version before it, transitively (a merge has several)."""
         seen, todo = {rid}, [rid]
         while todo:
             for prev in before.get(todo.pop(), ()):
@@ -287,12 +306,12 @@ class Governance:
         versions: list[Record] = [record]
         before: dict[str, set[str]] = {}
         if table == "facts":
-            facts = self._facts(ctx)
-            before = self._predecessors(facts)
+            facts = self.facts_by_id(ctx)
+            before = self.predecessors(facts)
             latest, hops = record, 0
             while latest.superseded_by in facts and hops < len(facts):
                 latest, hops = facts[latest.superseded_by], hops + 1
-            versions = [facts[i] for i in self._ancestors(latest.id, before)]
+            versions = [facts[i] for i in self.ancestors(latest.id, before)]
         turn_ids = sorted({p for v in versions for p in getattr(v, "provenance", ()) if p.startswith("turn_")})
         turns = {t.id: t for t in self.store.get("turns", Where(eq=scope(ctx)), turn_ids)}
         out = []
@@ -301,7 +320,7 @@ class Governance:
                 MemoryVersion(
                     item=self.item(v),
                     status=getattr(v, "status", "active"),
-                    valid_from=getattr(v, "valid_from", None) or v.created_at,
+                    valid_from=getattr(v, "valid_from", None),
                     valid_to=getattr(v, "valid_to", None),
                     superseded_by=getattr(v, "superseded_by", None),
                     supersedes=tuple(sorted(before.get(v.id, ()))),

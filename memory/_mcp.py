@@ -202,7 +202,8 @@ class _Memory:
             bound.append(_remember_tool(self.capability, ctx))
             if self.forget is not None:
                 bound.append(_forget_tool(self.capability, self.forget, ctx))
-        return {tool.name.removeprefix("memory_"): tool for tool in bound}
+        short = [tool.name.removeprefix("memory_") for tool in bound]
+        return {name: tool.renamed(name) for name, tool in zip(short, bound, strict=True)}
 
     async def list_tools(
         self, request: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

@@ -99,14 +99,23 @@ def _remap(value: Any, ids: dict[str, str]) -> Any:
 
 
 def _lines(source: Source) -> Iterator[str]:
+    """The lines of a path (a ``str`` is a path), an open text file or an iterable of strings."""
     if isinstance(source, str | Path):
         path = Path(source)
         if not path.is_file():
             raise InvalidArgumentError(f"no export file at {str(path)!r}")
-        with path.open(encoding="utf-8") as handle:
-            yield from handle
-    else:
-        yield from source
+        try:
+            with path.open(encoding="utf-8") as handle:
+                yield from handle
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidArgumentError(f"cannot read {str(path)!r}: {exc}") from exc
+        return
+    if isinstance(source, bytes | bytearray) or not isinstance(source, Iterable):
+        raise InvalidArgumentError(f"source must be a path, a text file or lines, not {type(source).__name__}")
+    for line in source:
+        if not isinstance(line, str):
+            raise InvalidArgumentError(f"source must yield text lines, not {type(line).__name__}")
+        yield line
 
 
 class Portability:
@@ -153,8 +162,13 @@ class Portability:
     def export_sync(self, ctx: MemoryContext, destination: Destination) -> ExportReport:
         """The blocking body of ``export``."""
         if isinstance(destination, str | Path):
-            with Path(destination).open("w", encoding="utf-8") as handle:
-                return self._write(ctx, handle)
+            try:
+                with Path(destination).open("w", encoding="utf-8") as handle:
+                    return self._write(ctx, handle)
+            except OSError as exc:
+                raise InvalidArgumentError(f"cannot write {str(destination)!r}: {exc}") from exc
+        if not callable(getattr(destination, "write", None)):
+            raise InvalidArgumentError(f"destination must be a path or a text file, not {type(destination).__name__}")
         return self._write(ctx, destination)
 
     def _write(self, ctx: MemoryContext, handle: IO[str]) -> ExportReport:

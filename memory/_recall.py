@@ -19,8 +19,9 @@ import numpy as np
 from ._decay import effective_confidence, recency, turn_decay
 from ._options import RecallOptions, SemanticOptions, WorkingOptions
 from ._records import Digest, Edge, Episode, Fact, MemoryItem, RankedMemoryItem, Turn, WorkingEntry
-from ._relevance import BACKGROUND, terms
+from ._relevance import BACKGROUND
 from ._subjects import USER
+from ._text import STOP_WORDS, stem, terms, words
 
 __all__ = [
     "BACKGROUND",
@@ -44,6 +45,7 @@ class Candidate:
     similarity: float
     lexical: float
     via_graph: float = 0.0
+    context: str = ""  # text the full-text search also matched the memory by (a turn's previous turn)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -168,6 +170,13 @@ def named_subjects(cue: str, aliases: Mapping[str, str]) -> set[str]:
     return named
 
 
+def _subject_terms(cue: str, candidates: Sequence[Candidate], aliases: Mapping[str, str]) -> frozenset[str]:
+    """The cue's terms that name a subject: a word of an alias, or of a candidate's canonical subject."""
+    names = {w for alias in aliases for w in words(alias)}
+    names |= {part for c in candidates for part in c.item.subject.split("-")}
+    return frozenset(stem(w) for w in words(cue) if w in names and w not in STOP_WORDS)
+
+
 def _minmax(values: np.ndarray) -> np.ndarray:
     if values.size == 0:
         return values
@@ -185,6 +194,7 @@ def rank(
     cue: str = "",
     related_similarity: float = float("inf"),
     named: Iterable[str] = (),
+    aliases: Mapping[str, str] | None = None,
     limit: int,
 ) -> list[RankedMemoryItem]:
     """Fuse, gate and order candidates; the best ``limit`` come back.
@@ -197,16 +207,23 @@ def rank(
     similarity reaches ``related_similarity`` (what the best of the searched memories would reach
     were they all unrelated: :meth:`Calibration.threshold`), so the memories closest in meaning are
     recalled without a shared word unless they are no closer than unrelated ones would be.
+
+    A cue's words that name a subject (a name in ``aliases`` or a subject among the candidates:
+    "Melanie" in "what does Melanie do to relax?") are evidence of whom, not of what: they earn the
+    subject boost and keep a memory plausible, but a memory matching nothing else of the cue gets no
+    lexical credit (a name in every line of a conversation would otherwise outrank every meaning).
     """
     if not candidates:
         return []
     sims = np.array([c.similarity for c in candidates], dtype=np.float64)
     bm25 = np.array([c.lexical for c in candidates], dtype=np.float64)
     wanted = terms(cue)
-    coverage = np.array(
-        [len(wanted & terms(c.item.text)) / len(wanted) if wanted else 0.0 for c in candidates], dtype=np.float64
-    )
+    topics = wanted - _subject_terms(cue, candidates, aliases or {}) or wanted
+    covered = [terms(f"{c.item.text} {c.context}") for c in candidates]
+    coverage = np.array([len(wanted & t) / len(wanted) if wanted else 0.0 for t in covered], dtype=np.float64)
+    topical = np.array([bool(topics & t) for t in covered], dtype=np.float64)
     scaled = bm25 / bm25.max() if bm25.max() > 0 else np.zeros_like(bm25)
+    scaled *= topical
     # Missing cue words discount the BM25 match: one common word of three is not a perfect match.
     lex_norm = scaled * (1.0 - options.coverage_weight + options.coverage_weight * coverage)
     dense_norm = _minmax(sims)

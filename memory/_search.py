@@ -136,6 +136,7 @@ class Search:
                     item=self.item(hit.record, now, session_seq),
                     similarity=float(sim),
                     lexical=lexical.get(rid, 0.0),
+                    context=getattr(hit.record, "context", ""),
                 )
         named = named_subjects(cue, aliases)
         if self.relations.options is not None and canon is None and "semantic" in chosen:
@@ -147,6 +148,7 @@ class Search:
             cue=cue,
             related_similarity=calibrated.threshold(searched, self.options.unrelated_rate),
             named=named,
+            aliases=aliases,
             limit=limit,
         )
 

@@ -77,7 +77,7 @@ _HIT_COLUMNS = ["id", "record", "vector"]
 
 # LanceDB's Rust core reaches Python as builtin exceptions (ValueError, RuntimeError, OSError)
 # whose message names the engine's error; these patterns tell its kinds apart.
-_CONFLICT = re.compile(r"commit conflict|write contention|concurrent writers|conflicting", re.IGNORECASE)
+_CONFLICT = re.compile(r"commit conflict|write contention|concurrent writers", re.IGNORECASE)
 _NOT_FOUND = re.compile(r"was not found|not found:|no such file", re.IGNORECASE)
 _IO = re.compile(r"LanceError\(IO\)|object ?store|io error", re.IGNORECASE)
 

@@ -264,7 +264,12 @@ class MemorySystem:
         *,
         metadata: Mapping[str, Any] | None = None,
     ) -> CaptureResult:
-        """After each turn: journal it, then observe it (one model call). Never loses the turn."""
+        """After each turn: journal it, then observe it (one model call). Never loses the turn.
+
+        ``messages``: the turn as the model API saw it, OpenAI or litellm shapes (dicts or message
+        objects, tool calls and results included); the log keeps the roles in ``keep_roles``, and
+        an invalid message raises InvalidArgumentError naming its index before anything is written.
+        """
         sid = checked_context(ctx, session="capture").session_id
         assert sid is not None  # checked above
         msgs = normalize_messages(messages, keep_roles=self.keep_roles)
@@ -370,6 +375,7 @@ class MemorySystem:
         await run_blocking(self.tiers.add_episode, episode)
         closed = [e.model_copy(update={"status": "closed", "updated_at": now}) for e in entries if e.status != "closed"]
         await run_blocking(self.tiers.put_working, closed)
+        log.debug("session %s encoded as episode %s (%d turns)", sid, episode.id, len(turns))
         return SessionResult(episode=episode)
 
     # -- consolidation ----------------------------------------------------------------------
@@ -417,6 +423,7 @@ class MemorySystem:
             for key, value in plan.counts.items():
                 result.counts[key] = result.counts.get(key, 0) + value
             result.refusals += [f"{r.op} {r.subject}: {r.reason}" for r in plan.refused]
+            log.debug("consolidated %d episodes: %s, %d refused", len(batch), plan.counts, len(plan.refused))
         return result
 
     # -- digest -----------------------------------------------------------------------------
@@ -529,6 +536,8 @@ class MemorySystem:
 
 def _stages(model: str | StageModel | None, llm_options: Mapping[str, Any]) -> StageModel:
     if model is not None and not isinstance(model, str):
+        if not (callable(getattr(model, "run", None)) and hasattr(model, "ledger")):
+            raise ConfigurationError(f"model must be a model name or a StageModel, not {type(model).__name__}")
         return model
     if model is None:
         model = os.environ.get("TIERMEM_MODEL") or next(
@@ -573,8 +582,11 @@ def system(
     :class:`ConfigurationError` naming the closest valid one.
     """
     reject_unknown(system, unknown)
-    if timeout <= 0 or num_retries < 0 or validation_retries < 0:
-        raise ConfigurationError("timeout must be positive; retries must be >= 0")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ConfigurationError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    for name, retries in (("num_retries", num_retries), ("validation_retries", validation_retries)):
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ConfigurationError(f"{name} must be an int >= 0, not {retries!r}")
     llm_options = {"timeout": timeout, "num_retries": num_retries, "validation_retries": validation_retries}
     stages = _stages(model, llm_options)
     capability = create_memory_capability(

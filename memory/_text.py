@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 __all__ = [
@@ -93,6 +94,10 @@ def content_terms(text: str, *, ignore: Iterable[str] = ()) -> list[str]:
     return [stem(w) for w in words(text) if len(w) > 1 and w not in STOP_WORDS and w not in skip]
 
 
+@lru_cache(maxsize=1 << 16)
 def terms(text: str) -> frozenset[str]:
-    """Informative words, lightly stemmed ("hiking" meets "hike"): for how much of a cue a memory covers."""
+    """Informative words, lightly stemmed ("hiking" meets "hike"): for how much of a cue a memory covers.
+
+    Cached: recall asks it of the same memories' texts query after query.
+    """
     return frozenset(content_terms(text))

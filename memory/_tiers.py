@@ -43,11 +43,6 @@ def embedded_text(record: Embedded) -> str:
     return record.text
 
 
-def scope(ctx: MemoryContext) -> dict[str, str]:
-    """The columns that confine a read or write to one user."""
-    return {"namespace": ctx.namespace, "user_id": ctx.user_id}
-
-
 def checked_context(ctx: object, *, session: str | None = None) -> MemoryContext:
     """``ctx`` if it is a MemoryContext (with a session_id when ``session`` names the caller)."""
     if not isinstance(ctx, MemoryContext):
@@ -55,6 +50,12 @@ def checked_context(ctx: object, *, session: str | None = None) -> MemoryContext
     if session is not None and ctx.session_id is None:
         raise InvalidArgumentError(f"{session} needs a MemoryContext with a session_id")
     return ctx
+
+
+def scope(ctx: MemoryContext) -> dict[str, str]:
+    """The columns that confine a read or write to one user (checked: every repository call passes here)."""
+    checked_context(ctx)
+    return {"namespace": ctx.namespace, "user_id": ctx.user_id}
 
 
 def _text(value: object, what: str = "text") -> str:

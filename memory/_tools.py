@@ -87,6 +87,10 @@ class MemoryTool:
         self.arguments = arguments
         self._handler = handler
 
+    def renamed(self, name: str) -> MemoryTool:
+        """The same tool under another name (an MCP server's ``recall`` for ``memory_recall``)."""
+        return MemoryTool(name=name, description=self.description, arguments=self.arguments, handler=self._handler)
+
     @property
     def parameters(self) -> dict[str, Any]:
         schema = self.arguments.model_json_schema()

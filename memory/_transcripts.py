@@ -149,8 +149,9 @@ def normalize_messages(
         stored_developer = isinstance(message, Message) and role == "system" and "developer" in keep
         if (role not in keep and not stored_developer) or not text.strip():
             continue
+        call_id = fields.get("tool_call_id")
         if role == "tool" and (
-            (name or "").startswith(MEMORY_TOOL_PREFIX) or fields.get("tool_call_id") in memory_calls
+            (name or "").startswith(MEMORY_TOOL_PREFIX) or (isinstance(call_id, str) and call_id in memory_calls)
         ):
             continue  # tiermem's own results: memory already, and a feedback loop if logged
         try:
@@ -166,10 +167,10 @@ def split_turns(items: Sequence[Any]) -> list[list[Any]]:
     """A batch as turns: each list is one turn; loose messages start a new turn at every user message."""
     turns: list[list[Any]] = []
     for item in items:
-        fields = None if isinstance(item, (list, tuple)) else _fields(item)
-        if fields is None and isinstance(item, (list, tuple)):
+        if isinstance(item, (list, tuple)):
             turns.append(list(item))
             continue
+        fields = _fields(item)
         if fields is None:
             turns.append([item])  # not a message: normalize_messages names it
             continue

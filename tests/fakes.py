@@ -26,17 +26,11 @@ __all__ = [
     "messages_of",
     "session",
     "stage_model",
-    "user_body",
 ]
 
 Messages = list[dict[str, Any]]
 AnyCall = StageCall[Any, Any]
 StageReply = Callable[[Messages, AnyCall], "str | dict[str, Any]"]
-
-
-def user_body(messages: Messages) -> str:
-    """The content of the first user message (where every prompt puts its data)."""
-    return next(str(m["content"]) for m in messages if m.get("role") == "user")
 
 
 def default_reply(call: AnyCall) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.sources import IMPORT_ROOT, MODULES, REPO, SUBPACKAGES
-from tests.test_imports import clean_env
+from tests.subprocesses import clean_env, run_python
 
 OLD_TOP_LEVEL = set(SUBPACKAGES)
 PROJECT_FILES = ("pyproject.toml", "README.md", "LICENSE", "tiermem", *SUBPACKAGES)
@@ -97,7 +97,7 @@ def test_wheel_has_only_tiermem_at_the_top(built: Built) -> None:
 
 PROBE = textwrap.dedent(
     """
-    import importlib.util, json, sys
+    import importlib.util, json
     from importlib import resources
     from tiermem import system, create_memory_capability, MemoryContext
     import tiermem, memory, jobs, prompts
@@ -126,17 +126,17 @@ def _application(folder: Path) -> Path:
 
 
 @pytest.mark.parametrize("install", ["wheel", "editable"])
-def test_tiermem_imports_beside_an_applications_own_modules(
-    install: str, built: Built, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    app = _application(tmp_path_factory.mktemp(install) / "app")
-    env = clean_env(PYTHONPATH=str(built.site)) if install == "wheel" else clean_env()
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE], cwd=app, env=env, capture_output=True, text=True, timeout=180, check=False
-    )
+def test_tiermem_imports_beside_an_applications_own_modules(install: str, request: pytest.FixtureRequest) -> None:
+    """The issue's acceptance: ``from tiermem import ...`` works from an agent project's own folder."""
+    app = _application(request.getfixturevalue("tmp_path") / "app")
+    if install == "wheel":
+        site = request.getfixturevalue("built").site
+        env, home = clean_env(PYTHONPATH=str(site)), site / "tiermem"
+    else:
+        env, home = clean_env(), REPO / "tiermem"  # the editable install this suite runs against
+    done = run_python(PROBE, cwd=app, env=env)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
-    home = built.site / "tiermem" if install == "wheel" else REPO / "tiermem"
     assert Path(seen["tiermem"]).parent == home
     assert (seen["memory"], seen["jobs"], seen["prompts"]) == (
         str(app / "memory.py"),

@@ -5,6 +5,7 @@ Real LanceDB in a temporary folder, the offline rules model, a frozen clock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -18,6 +19,8 @@ from tiermem import (
     MemoryContext,
     MemoryNotFoundError,
     MemorySystem,
+    TiermemError,
+    create_memory_capability,
     system,
 )
 from tiermem.jobs import run_janitor
@@ -103,7 +106,9 @@ async def test_list_filters_by_tier_subject_and_status(mem: MemorySystem, ctx: M
     tiers = await mem.list(ctx, tier=["working", "relation"])
 
     assert {i.tier for i in semantic.items} == {"semantic"} and len(semantic.items) == 3
-    assert moni.items and {i.subject for i in moni.items if i.tier != "episodic"} == {"moni"}
+    assert {i.tier for i in moni.items} == {"working", "episodic", "semantic", "relation"}
+    assert all(i.subject == "moni" for i in moni.items if i.tier in ("working", "semantic"))
+    assert [i.text for i in moni.items if i.tier == "relation"] == ["user --married to--> moni"]  # either end
     assert [i.id for i in superseded.items] == [old.id]
     assert {i.tier for i in tiers.items} == {"working", "relation"}
 
@@ -342,6 +347,60 @@ async def test_forget_an_episode_keeps_facts_and_cleans_their_references(mem: Me
     kept = await mem.get(ctx, fact.id)
     assert episode.id not in kept.metadata.get("episodes", [])
     assert not (await mem.list(ctx, tier="episodic")).items
+
+
+def test_the_read_side_and_the_blocking_facade_inspect_too(
+    store_path: str, clock: FrozenClock, embedder: HashingEmbedder, ctx: MemoryContext
+) -> None:
+    writer = make(store_path, clock, embedder).blocking()
+    fact = writer.add_semantic_fact(ctx, "The user likes rye bread.")
+    reader = create_memory_capability(store=store_path, embedder=embedder, clock=clock).blocking()
+
+    assert [i.id for i in reader.list(ctx).items] == [fact.id]
+    assert reader.get(ctx, fact.id).text == fact.text
+    assert [v.item.id for v in reader.history(ctx, fact.id)] == [fact.id]
+    assert reader.subjects(ctx) == ["user"]
+    assert reader.stats(ctx).counts["semantic"] == {"active": 1}
+    assert not hasattr(reader, "forget") and not hasattr(reader, "erase_user")  # the read side never writes
+
+
+AS_DICT = {"user_id": "u-1", "session_id": "s-1"}
+CTX = MemoryContext(user_id="u-1", session_id="s-1")
+Call = Callable[[Any], Any]  # Any: these calls are wrong on purpose
+WRONG: list[tuple[str, Call]] = [
+    ("get-dict-ctx", lambda m: m.get(AS_DICT, "fact_x")),
+    ("get-int-id", lambda m: m.get(CTX, 5)),
+    ("get-empty-id", lambda m: m.get(CTX, "")),
+    ("list-str-limit", lambda m: m.list(CTX, limit="5")),
+    ("list-int-tier", lambda m: m.list(CTX, tier=5)),
+    ("list-int-status", lambda m: m.list(CTX, status=5)),
+    ("list-int-subject", lambda m: m.list(CTX, subject=5)),
+    ("list-int-cursor", lambda m: m.list(CTX, cursor=5)),
+    ("history-none-id", lambda m: m.history(CTX, None)),
+    ("subjects-dict-ctx", lambda m: m.subjects(AS_DICT)),
+    ("stats-dict-ctx", lambda m: m.stats(AS_DICT)),
+    ("update-int-text", lambda m: m.update(CTX, "fact_x", text=5)),
+    ("update-int-subject", lambda m: m.update(CTX, "fact_x", subject=5)),
+    ("pin-none-id", lambda m: m.pin(CTX, None)),
+    ("unpin-dict-ctx", lambda m: m.unpin(AS_DICT, "fact_x")),
+    ("forget-int-id", lambda m: m.forget(CTX, 7)),
+    ("erase-dict-ctx", lambda m: m.erase_user(AS_DICT)),
+    ("export-int-destination", lambda m: m.export(CTX, 42)),
+    ("import-int-source", lambda m: m.import_(CTX, 42)),
+    ("import-bytes-lines", lambda m: m.import_(CTX, [b"{}"])),
+    ("fork-dict-source", lambda m: m.fork(AS_DICT, OTHER)),
+]
+
+
+@pytest.mark.parametrize("call", [c for _, c in WRONG], ids=[i for i, _ in WRONG])
+async def test_a_wrong_type_raises_a_tiermem_error_and_writes_nothing(mem: MemorySystem, call: Call) -> None:
+    fact = await mem.add_semantic_fact(CTX, "The user likes rye bread.")
+
+    with pytest.raises(TiermemError):
+        await call(mem)
+
+    assert [f.id for f in await mem.facts(CTX, include_inactive=True)] == [fact.id]
+    assert (await mem.stats(OTHER)).counts["semantic"] == {}
 
 
 def test_governance_records_are_exported() -> None:

@@ -204,9 +204,9 @@ async def test_hostile_arguments_are_refused_and_other_users_unreachable(
         with pytest.raises(MCPError):
             await session.read_resource("tiermem://facts?user_id=other")
 
-    for envelope, (_, arguments) in zip(refused, HOSTILE, strict=True):
+    for envelope, (name, arguments) in zip(refused, HOSTILE, strict=True):
         assert envelope["ok"] is False, arguments
-        assert "invalid arguments" in envelope["error"]
+        assert f"invalid arguments for {name}:" in envelope["error"]
     assert all(envelope["ok"] for envelope in plain)
     assert "4711" not in json.dumps([refused, plain, getattr(facts, "text", "")])
     mem = create_memory_capability(store=store, embedder="hashing")

@@ -411,6 +411,25 @@ async def test_a_permanent_failure_at_session_end_is_not_retried_until_reconfigu
     assert (await mem.retry_pending()).episodes_ok == 1
 
 
+async def test_a_permanent_failure_in_consolidation_keeps_the_episode_until_reconfigured(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext
+) -> None:
+    mem = _system(store_path, embedder, clock, "rules")
+    await mem.capture(ctx, [{"role": "user", "content": TEXT}])
+    await mem.end_session(ctx)
+    not_found = Fake(_status(404, "The model `gpt-9` does not exist"))
+    broken = _system(store_path, embedder, clock, not_found.model)
+
+    failed = await broken.consolidate(ctx)
+    report = await broken.retry_pending()
+    again = await broken.consolidate(ctx)
+
+    assert (failed.deferred, failed.error_kind, type(failed.exception)) == (True, "permanent", ModelNotFoundError)
+    assert (report.consolidations, report.skipped, again.episodes, not_found.calls) == (0, 1, 0, 1)
+    assert (await mem.retry_pending()).consolidations == 1
+    assert [e.status for e in await mem.recent_episodes(ctx)] == ["consolidated"]
+
+
 # -- the litellm embedder maps through the same function ---------------------------------------------
 
 

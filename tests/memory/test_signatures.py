@@ -7,7 +7,7 @@ import inspect
 import subprocess
 import sys
 import textwrap
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +80,27 @@ def test_an_unknown_option_names_the_closest_valid_one(
     assert not (tmp_path / "store").exists()  # rejected before anything is opened
 
 
+BAD_OPTIONS: list[tuple[str, dict[str, Any]]] = [
+    ("model-int", {"model": 3}),
+    ("timeout-str", {"timeout": "60"}),
+    ("timeout-zero", {"timeout": 0}),
+    ("retries-float", {"num_retries": 1.5}),
+    ("store-int", {"store": 42}),
+    ("preset-unknown", {"preset": "everything"}),
+    ("working-str", {"working": "yes"}),
+    ("max-context-tokens-str", {"max_context_tokens": "1000"}),
+]
+
+
+@pytest.mark.parametrize("options", [o for _, o in BAD_OPTIONS], ids=[i for i, _ in BAD_OPTIONS])
+def test_a_wrong_option_type_raises_configuration_error(options: dict[str, Any], tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError):
+        system(**{"store": str(tmp_path / "store"), "embedder": "hashing", **options})
+
+
 def test_an_option_with_no_close_name_lists_the_valid_ones() -> None:
     with pytest.raises(ConfigurationError, match=r"valid options: .*working"):
-        system(colour="blue")
+        system(colour="blue")  # type: ignore[arg-type]  # the type checker rejects it too
 
 
 # -- sync and async twins -----------------------------------------------------------------------
@@ -147,7 +165,7 @@ def test_the_blocking_facade_keeps_the_signature(mem: MemorySystem, name: str) -
 
 CTX = MemoryContext(user_id="u-1", session_id="s-1")
 AS_DICT = {"user_id": "u-1", "session_id": "s-1"}
-Call = Callable[[MemorySystem], Awaitable[Any] | Any]
+Call = Callable[[Any], Any]  # Any: these calls are wrong on purpose
 WRONG: list[tuple[str, Call]] = [
     ("recall-dict-ctx", lambda m: m.recall(AS_DICT, "dinner")),
     ("recall-int-cue", lambda m: m.recall(CTX, 42)),
@@ -167,6 +185,9 @@ WRONG: list[tuple[str, Call]] = [
     ("consolidate-dict-ctx", lambda m: m.consolidate(AS_DICT)),
     ("digest-dict-ctx", lambda m: m.digest(AS_DICT)),
     ("retry-pending-dict-ctx", lambda m: m.retry_pending(AS_DICT)),
+    ("recall-sync-dict-ctx", lambda m: m.recall_sync(AS_DICT, "dinner")),
+    ("repository-dict-ctx", lambda m: m.tiers.facts(AS_DICT)),
+    ("relations-dict-ctx", lambda m: m.relations.edges(AS_DICT)),
 ]
 
 

@@ -378,3 +378,16 @@ async def test_context_preset_tools_execute_nothing_but_errors(
     cap = create_memory_capability(store=store_path, embedder=HashingEmbedder(256), clock=clock, preset="context")
     (reply,) = await cap.tools(ctx).execute(_dict_message() | {"tool_calls": _calls()[:1]})
     assert json.loads(reply["content"])["ok"] is False
+
+
+async def test_renamed_tool_keeps_schema_and_behaviour(recall_tool: MemoryTool) -> None:
+    short = recall_tool.renamed("recall")
+    assert (short.name, short.parameters, short.description) == (
+        "recall",
+        recall_tool.parameters,
+        recall_tool.description,
+    )
+    assert (await short.call({"query": "shellfish"}))["results"] == (await recall_tool.call({"query": "shellfish"}))[
+        "results"
+    ]
+    assert "invalid arguments for recall:" in (await short.call({"user_id": "x"}))["error"]

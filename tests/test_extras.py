@@ -1,0 +1,50 @@
+"""The extras: a command whose optional dependency is missing names the extra to install.
+
+The missing package is simulated in the subprocess by a ``sitecustomize`` that blocks its import.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _tiermem() -> list[str]:
+    script = Path(sys.executable).with_name("tiermem")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli"]
+
+
+@pytest.mark.parametrize(
+    ("blocked", "command", "extra"),
+    [
+        (
+            "sqlalchemy",
+            ["worker", "--model", "rules", "--embedder", "hashing", "--jobstore", "sqlite:///jobs.db"],
+            "worker",
+        ),
+        ("mcp", ["mcp", "--embedder", "hashing", "--user-id", "u-1"], "mcp"),
+    ],
+    ids=["worker-jobstore", "mcp"],
+)
+def test_a_missing_extra_is_named(tmp_path: Path, blocked: str, command: list[str], extra: str) -> None:
+    guard = tmp_path / "guard"
+    guard.mkdir()
+    (guard / "sitecustomize.py").write_text(f"import sys\nsys.modules[{blocked!r}] = None\n")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env |= {"PYTHONPATH": str(guard), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    result = subprocess.run(
+        [*_tiermem(), command[0], "--store", str(tmp_path / "store"), *command[1:]],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert f"pip install 'tiermem[{extra}]'" in result.stderr, result.stderr[-2000:]
