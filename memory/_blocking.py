@@ -9,6 +9,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
+from ._errors import SyncInEventLoopError
+from ._tools import MemoryTool, Toolset
+
 __all__ = ["Blocking", "run_blocking"]
 
 P = ParamSpec("P")
@@ -40,11 +43,18 @@ class _LoopThread:
             return cls._loop
 
 
+def _sync(value: Any) -> Any:
+    """Tools handed out by a blocking facade are blocking too (``tools(ctx).execute(message)``)."""
+    return Blocking(value) if isinstance(value, (Toolset, MemoryTool)) else value
+
+
 class Blocking:
-    """Wraps a capability or system: coroutine methods become plain calls, everything else passes through.
+    """Wraps a capability, a system or a toolset: coroutine methods become plain calls, the tools they
+    hand out are wrapped the same way, everything else passes through.
 
     >>> mem = create_memory_capability(store="./data").blocking()
     >>> mem.recall(ctx, "dinner")
+    >>> mem.tools(ctx).execute(response.choices[0].message)
     """
 
     def __init__(self, target: Any) -> None:
@@ -52,8 +62,15 @@ class Blocking:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._target, name)
-        if not inspect.iscoroutinefunction(attr):
+        if not callable(attr):
             return attr
+        if not inspect.iscoroutinefunction(attr):
+
+            @functools.wraps(attr)
+            def plain(*args: Any, **kwargs: Any) -> Any:
+                return _sync(attr(*args, **kwargs))
+
+            return plain
 
         @functools.wraps(attr)
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -61,12 +78,24 @@ class Blocking:
                 asyncio.get_running_loop()
             except RuntimeError:
                 pass
-            else:
-                raise RuntimeError(f"{name}() from the blocking facade inside a running event loop: use await")
+            else:  # blocking here would deadlock the loop (or stall every other task on it)
+                raise SyncInEventLoopError(
+                    f"{name}() of the blocking facade was called inside a running event loop "
+                    f"(a notebook or an async app): use `await {name}(...)` on the async object instead"
+                )
             future = asyncio.run_coroutine_threadsafe(attr(*args, **kwargs), _LoopThread.loop())
-            return future.result()
+            return _sync(future.result())
 
         return call
+
+    def __getitem__(self, index: Any) -> Any:
+        return _sync(self._target[index])
+
+    def __len__(self) -> int:
+        return len(self._target)
+
+    def __iter__(self) -> Any:
+        return (_sync(item) for item in self._target)
 
     def __dir__(self) -> list[str]:
         return sorted(set(dir(self._target)))

@@ -16,7 +16,10 @@ DEFAULT_HALF_LIFE = timedelta(days=180)
 
 
 def effective_confidence(fact: Fact | Edge, now: datetime, *, half_life: timedelta = DEFAULT_HALF_LIFE) -> float:
-    """``confidence * 0.5 ** (age / half_life)``, age counted from the last reinforcement; a pinned fact never decays."""
+    """``confidence * 0.5 ** (age / half_life)``, age counted from the last reinforcement.
+
+    A pinned fact never decays: its confidence stands as it is.
+    """
     if isinstance(fact, Fact) and fact.pinned:
         return float(fact.confidence)
     since = fact.reinforced_at if isinstance(fact, Fact) else fact.updated_at

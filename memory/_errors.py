@@ -5,7 +5,8 @@ Everything tiermem raises on purpose derives from :class:`TiermemError`::
     TiermemError
     ├── ConfigurationError              you called it wrong: bad options, bad ids, bad arguments
     │   ├── InvalidSubjectError         a subject that is not "user", a first name or an org name
-    │   └── InvalidArgumentError        a tool or API argument that does not validate
+    │   ├── InvalidArgumentError        a tool or API argument that does not validate
+    │   └── SyncInEventLoopError        the blocking facade was called inside a running event loop: await instead
     ├── StoreError                      the storage engine (LanceDB) failed
     │   ├── StoreMismatchError          written with another embedder, dimension or schema: use another store
     │   ├── StoreNotFoundError          a table, dataset or file of the store is missing
@@ -85,6 +86,10 @@ class InvalidSubjectError(ConfigurationError):
 
 class InvalidArgumentError(ConfigurationError):
     """An argument to an API call or a tool did not validate."""
+
+
+class SyncInEventLoopError(ConfigurationError):
+    """The blocking facade was called where an event loop runs (a notebook, an async app): ``await`` the async API."""
 
 
 class StoreError(TiermemError):

@@ -38,6 +38,7 @@ __all__ = [
     "MemoryPage",
     "MemoryStats",
     "MemoryVersion",
+    "carry_pins",
 ]
 
 Record: TypeAlias = WorkingEntry | Episode | Fact | Digest | Edge | Turn
@@ -127,6 +128,12 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
         return after, _checked_id(rid)
     except (ValueError, TypeError, binascii.Error, InvalidArgumentError) as exc:
         raise InvalidArgumentError("cursor is not one returned by list()") from exc
+
+
+def carry_pins(facts: Sequence[Fact]) -> list[Fact]:
+    """A pinned fact superseded in this batch passes its pin to the version replacing it."""
+    pinned = {f.superseded_by for f in facts if f.pinned and f.status == "superseded" and f.superseded_by}
+    return [f.model_copy(update={"pinned": True}) if f.id in pinned and not f.pinned else f for f in facts]
 
 
 class Governance:
@@ -328,7 +335,8 @@ class Governance:
                     turns=tuple(turns[p] for p in getattr(v, "provenance", ()) if p in turns),
                 )
             )
-        return sorted(out, key=lambda m: (m.valid_from or m.item.created_at, m.item.created_at, m.item.id))
+        depth = {v.id: len(self.ancestors(v.id, before)) for v in versions}  # a version comes after its ancestors
+        return sorted(out, key=lambda m: (m.valid_from or m.item.created_at, depth[m.item.id], m.item.id))
 
     def subjects_sync(self, ctx: MemoryContext) -> list[str]:
         """The blocking body of ``subjects``."""

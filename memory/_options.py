@@ -94,8 +94,8 @@ class HygieneOptions(_Options):
 class RecallOptions(_Options):
     """Ranking weights; relevance gates, the rest only reorders."""
 
-    dense_weight: float = Field(default=0.45, ge=0, description="Weight of vector similarity.")
-    lexical_weight: float = Field(default=0.55, ge=0, description="Weight of full-text score.")
+    dense_weight: float = Field(default=0.5, ge=0, description="Weight of vector similarity.")
+    lexical_weight: float = Field(default=0.5, ge=0, description="Weight of full-text score.")
     min_relevance: float = Field(default=0.3, ge=0, le=1, description="Gate on normalised relevance.")
     min_similarity: float | None = Field(
         default=None, ge=-1, le=1, description="Similarity that counts as related alone; None: calibrated."
@@ -113,12 +113,21 @@ class RecallOptions(_Options):
         default_factory=lambda: {"working": 1.0, "episodic": 0.8, "semantic": 1.0, "digest": 0.7, "relation": 0.9},
         description="Prior per tier.",
     )
-    subject_boost: float = Field(default=0.15, ge=0, le=1, description="Boost for a subject the cue names.")
+    subject_boost: float = Field(default=0.3, ge=0, le=1, description="Boost for a subject the cue names.")
     coverage_weight: float = Field(
-        default=0.0, ge=0, le=1, description="How much the cue words a memory misses discount its lexical match."
+        default=0.5, ge=0, le=1, description="How much the cue words a memory misses discount its lexical match."
+    )
+    meaning_weight: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="How much a memory's distance in meaning from the cue discounts its lexical match.",
     )
     session_weight: float = Field(
-        default=0.2, ge=0, le=1, description="Share of a matching episode's relevance its turns inherit."
+        default=0.3, ge=0, le=1, description="Share of its session's match (episode or best turn) a turn inherits."
+    )
+    reply_weight: float = Field(
+        default=0.1, ge=0, le=1, description="Share of the previous turn's relevance a turn inherits (a reply)."
     )
 
 

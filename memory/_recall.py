@@ -170,6 +170,33 @@ def named_subjects(cue: str, aliases: Mapping[str, str]) -> set[str]:
     return named
 
 
+def _conversation_context(
+    candidates: Sequence[Candidate], relevance: np.ndarray, plausible: np.ndarray, options: RecallOptions
+) -> np.ndarray:
+    """Turn relevance plus ``session_weight`` x its session's and ``reply_weight`` x its previous turn's."""
+    if options.session_weight <= 0 and options.reply_weight <= 0:
+        return relevance
+    session: dict[object, float] = {}
+    turn_at: dict[tuple[object, object], float] = {}
+    for i, c in enumerate(candidates):
+        meta = c.item.metadata
+        if c.item.tier != "episodic" or not plausible[i]:
+            continue
+        sid = meta.get("session_id")
+        session[sid] = max(session.get(sid, 0.0), float(relevance[i]))
+        if meta.get("kind") == "turn":
+            turn_at[(sid, meta.get("seq"))] = float(relevance[i])
+    out = np.array(relevance, dtype=np.float64)
+    for i, c in enumerate(candidates):
+        meta = c.item.metadata
+        if meta.get("kind") != "turn":
+            continue
+        sid, seq = meta.get("session_id"), meta.get("seq")
+        previous = turn_at.get((sid, seq - 1), 0.0) if isinstance(seq, int) else 0.0
+        out[i] += options.session_weight * session.get(sid, 0.0) + options.reply_weight * previous
+    return out
+
+
 def _subject_terms(cue: str, candidates: Sequence[Candidate], aliases: Mapping[str, str]) -> frozenset[str]:
     """The cue's terms that name a subject: a word of an alias, or of a candidate's canonical subject."""
     names = {w for alias in aliases for w in words(alias)}
@@ -226,6 +253,11 @@ def rank(
     scaled *= topical
     # Missing cue words discount the BM25 match: one common word of three is not a perfect match.
     lex_norm = scaled * (1.0 - options.coverage_weight + options.coverage_weight * coverage)
+    # A shared word counts for less on a memory whose meaning is far from the cue's ("the long
+    # Wednesday" for "which long-distance race?"): full weight from the meaning gate up.
+    if options.meaning_weight > 0 and np.isfinite(related_similarity) and related_similarity > 0:
+        closeness = np.clip(sims / related_similarity, 0.0, 1.0)
+        lex_norm = lex_norm * (1.0 - options.meaning_weight + options.meaning_weight * closeness)
     dense_norm = _minmax(sims)
     total = options.dense_weight + options.lexical_weight or 1.0
     relevance = (options.dense_weight * dense_norm + options.lexical_weight * lex_norm) / total
@@ -233,23 +265,10 @@ def rank(
     # and not far behind the best candidate.
     threshold = options.min_similarity if options.min_similarity is not None else related_similarity
     plausible = ((coverage > 0) | (sims >= threshold)) & (relevance >= options.min_relevance * relevance.max())
-    # Soft two-stage: a turn of a session whose episode matches the cue gains part of that match
-    # (the right conversation first, then the right line in it).
-    if options.session_weight > 0:
-        episode_relevance = {
-            c.item.metadata.get("session_id"): float(relevance[i])
-            for i, c in enumerate(candidates)
-            if c.item.tier == "episodic" and c.item.metadata.get("kind") != "turn"
-        }
-        inherited = np.array(
-            [
-                episode_relevance.get(c.item.metadata.get("session_id"), 0.0)
-                if c.item.metadata.get("kind") == "turn"
-                else 0.0
-                for c in candidates
-            ]
-        )
-        relevance = np.minimum(relevance + options.session_weight * inherited, 1.0)
+    # Soft two-stage: a turn gains part of its session's match (the right conversation first, then
+    # the right line in it), the session's match being its episode's or its best turn's, whichever
+    # is higher; and part of the turn before it (answers reply to the question in the turn before).
+    relevance = _conversation_context(candidates, relevance, plausible, options)
     # Memories reached through the relations graph are plausible by that link, at a fixed relevance floor.
     graph_floor = np.array([c.via_graph for c in candidates], dtype=np.float64)
     plausible |= graph_floor > 0

@@ -35,6 +35,7 @@ from ._errors import (
 )
 from ._filters import MAX_FILTER_VALUE, Where, checked_column, sql_literal
 from ._records import Alias, Digest, Edge, Episode, Fact, Turn, WorkingEntry
+from ._text import FTS_CONFIG
 from ._vectors import COLUMNS, VectorBlock, VectorCache, column_array, top_k
 
 __all__ = ["MAX_FILTER_VALUE", "SCHEMA_VERSION", "Hit", "Store", "TableName", "Where", "sql_literal", "stored_meta"]
@@ -290,7 +291,7 @@ class Store:
             for column in ("text", "context") if _SPECS[name].vectors else ():
                 if (column,) not in existing:
                     table.create_index(
-                        column, config=FTS(language="English", stem=True, remove_stop_words=True, ascii_folding=True)
+                        column, config=FTS(**FTS_CONFIG)
                     )
         self._indexed.add(name)
 

@@ -36,6 +36,7 @@ from ._context import TokenCounter
 from ._embedders import Embedder
 from ._erasure import EraseReport, Erasure, ForgetReport
 from ._errors import ConfigurationError, InvalidArgumentError, InvalidSubjectError, ModelError, error_kind
+from ._governance import carry_pins
 from ._identity import episode_id, fact_set_fingerprint, turn_id
 from ._options import (
     CapabilityPreset,
@@ -414,7 +415,7 @@ class MemorySystem:
                 log.warning("consolidation of %d episodes deferred (%s failure): %s", len(batch), error_kind(exc), exc)
                 result.deferred, result.error, result.exception = True, str(exc), exc
                 return result
-            await run_blocking(self.tiers.put_facts, list(plan.facts.values()))
+            await run_blocking(self.tiers.put_facts, carry_pins(list(plan.facts.values())))  # a pin outlives updates
             if plan.edges:
                 await run_blocking(self.relations.put_edges, ctx, plan.edges)
             done = [e.model_copy(update={**_NO_ERROR, "status": "consolidated", "updated_at": now}) for e in batch]

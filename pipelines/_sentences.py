@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from tiermem.memory._text import CHAT_WORDS, STOP_WORDS, tokens
 from tiermem.prompts.observe import Kind
 
 __all__ = [
@@ -49,20 +50,10 @@ def _wordset(text: str) -> frozenset[str]:
 _PROTECTED = re.compile(r"\b(Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|vs|e\.g|i\.e|approx)\.", re.IGNORECASE)
 _MARK = "\u2063"  # an invisible separator stands in for a protected full stop while splitting
 _BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\s*\n+\s*")
-_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
-STOPWORDS = _wordset(
-    """a an the and or but so if then than that this these those it its it's is am are was were be been being i
-    i'm i've i'd i'll me my mine myself we we're we've our ours us you you're your yours he him his she her
-    they them their there here what when where why how who whom which to of in on at by for with from about
-    as into onto over under up down out off again just also too very really quite much many more most some
-    any all both each few such no not nor only own same can could will would shall should may might must do
-    does did doing done have has had having get got go going gone lot lots thing things stuff kind sort yes
-    yeah ok okay sure oh hi hello hey thanks thank please well still even ever now today anyway actually
-    maybe great good nice cool awesome amazing wonderful lovely glad sounds sound wow haha lol totally
-    definitely absolutely interesting user user's said asked one that's what's there's here's let's how's
-    who's they're don't doesn't didn't can't won't isn't wasn't"""
-)
+# Stop words plus the words of chat that carry no content ("great", "sounds"): one list, in
+# tiermem.memory._text, shared with recall and the benchmarks.
+STOPWORDS = STOP_WORDS | CHAT_WORDS
 
 _ADVERBS = _wordset(
     """really also just still always never usually often sometimes absolutely totally definitely actually
@@ -188,9 +179,6 @@ def split_sentences(text: str) -> list[str]:
     return [" ".join(p.split()) for p in parts if p and p.strip(" .!?,;:-")]
 
 
-def tokens(text: str) -> list[str]:
-    """Lowercase word tokens; an apostrophe suffix stays attached ("user's")."""
-    return _TOKEN.findall(text.lower().replace("\u2019", "'"))
 
 
 def content_words(text: str) -> list[str]:

@@ -41,6 +41,7 @@ from .memory._errors import (
     StoreMismatchError,
     StoreNotFoundError,
     StoreUnavailableError,
+    SyncInEventLoopError,
     TiermemError,
 )
 from .memory._governance import MemoryNotFoundError, MemoryPage, MemoryStats, MemoryVersion
@@ -174,6 +175,7 @@ __all__ = [
     "StoreMismatchError",
     "StoreNotFoundError",
     "StoreUnavailableError",
+    "SyncInEventLoopError",
     "SystemClock",
     "Tier",
     "TiermemError",

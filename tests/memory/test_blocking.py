@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
+import json
+from pathlib import Path
 
 import pytest
 
-from tiermem import Blocking, Fact, HashingEmbedder, InvalidArgumentError, MemoryContext, create_memory_capability
+from tiermem import (
+    Blocking,
+    Fact,
+    HashingEmbedder,
+    InvalidArgumentError,
+    MemoryContext,
+    SyncInEventLoopError,
+    create_memory_capability,
+    system,
+)
 from tiermem.memory.testing import FrozenClock
 
 
@@ -43,12 +55,17 @@ def test_two_facades_share_one_loop(store_path: str, clock: FrozenClock, ctx: Me
 
 
 async def test_blocking_refuses_inside_a_running_loop(blocking: Blocking, ctx: MemoryContext) -> None:
-    with pytest.raises(RuntimeError, match="running event loop: use await"):
+    with pytest.raises(SyncInEventLoopError, match=r"running event loop.*use `await recall"):
         blocking.recall(ctx, "shellfish")
 
 
+async def test_refusal_inside_a_loop_reaches_the_tools_too(blocking: Blocking, ctx: MemoryContext) -> None:
+    with pytest.raises(SyncInEventLoopError, match="await execute"):
+        blocking.tools(ctx).execute({"tool_calls": []})
+
+
 async def test_refused_call_does_not_run(blocking: Blocking, ctx: MemoryContext) -> None:
-    with pytest.raises(RuntimeError):
+    with pytest.raises(SyncInEventLoopError):
         blocking.add_semantic_fact(ctx, "This must not be written.")
     assert await asyncio.to_thread(lambda: blocking.facts(ctx)) == []
 
@@ -57,3 +74,37 @@ async def test_blocking_works_from_a_worker_thread_of_a_running_loop(blocking: B
     fact = await asyncio.to_thread(blocking.add_semantic_fact, ctx, "The user plays tennis.")
     assert await asyncio.to_thread(blocking.recall, ctx, "tennis") != []
     assert (await asyncio.to_thread(blocking.facts, ctx)) == [fact]
+
+
+def test_blocking_tools_execute_tool_calls_from_sync_code(blocking: Blocking, ctx: MemoryContext) -> None:
+    blocking.add_semantic_fact(ctx, "Moni is allergic to shellfish.", subject="Moni")
+    tools = blocking.tools(ctx)
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "memory_recall", "arguments": '{"query": "shellfish"}'},
+            }
+        ],
+    }
+    replies = tools.execute(message)
+    assert [r["tool_call_id"] for r in replies] == ["c1"]
+    envelope = json.loads(replies[0]["content"])
+    assert envelope["ok"] and "shellfish" in envelope["results"][0]["text"]
+    assert tools.get("memory_recall").call({"query": "shellfish"})["ok"]
+    assert next(tool.name for tool in tools) == "memory_recall"
+    assert tools[0].call({"query": "shellfish"})["ok"]
+
+
+def test_every_async_method_has_a_sync_twin_with_the_same_signature(tmp_path: Path, clock: FrozenClock) -> None:
+    mem = system(model="rules", store=str(tmp_path / "store"), embedder=HashingEmbedder(256), clock=clock)
+    sync = mem.blocking()
+    coroutines = [n for n in dir(mem) if not n.startswith("_") and inspect.iscoroutinefunction(getattr(mem, n))]
+    assert {"capture", "recall", "format_context", "end_session", "consolidate", "digest"} <= set(coroutines)
+    for name in coroutines:
+        twin = getattr(sync, name)
+        assert not inspect.iscoroutinefunction(twin), name
+        assert inspect.signature(twin) == inspect.signature(getattr(mem, name)), name

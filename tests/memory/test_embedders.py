@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tiermem import MemoryContext, StoreMismatchError, create_memory_capability
+from tiermem.memory._cli import main as cli_main
 from tiermem.memory._embedders import (
     DEFAULT_EMBEDDER,
     HashingEmbedder,
@@ -210,11 +211,17 @@ def test_tiermem_reembed_moves_a_static_store_to_the_default(static_store: str) 
     hits = cap.tiers.store.text_search("facts", "Lisbon", Where(eq={"user_id": "u-1"}), limit=3)
     assert [h.record.text for h in hits] == ["I moved from Berlin to Lisbon last month."]
 
-    again = subprocess.run(
-        [*_tiermem(), "reembed", "--store", static_store], capture_output=True, text=True, timeout=300
-    )
-    assert again.returncode == 0, again.stderr
-    assert "nothing to do" in again.stdout
+
+def test_tiermem_reembed_on_a_store_already_moved_does_nothing(
+    static_store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(["reembed", "--store", static_store, "--embedder", "minilm-static"]) == 0
+    assert "already uses minilm-static-v1; nothing to do" in capsys.readouterr().out
+
+
+def test_tiermem_reembed_refuses_a_folder_without_a_store(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="no tiermem store"):
+        cli_main(["reembed", "--store", str(tmp_path / "nothing-here")])
 
 
 def test_an_interrupted_reembed_is_refused_until_run_again(static_store: str) -> None:

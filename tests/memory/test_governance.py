@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.fakes import stage_model
 from tiermem import (
     Episode,
     Fact,
@@ -24,7 +25,8 @@ from tiermem import (
     system,
 )
 from tiermem.jobs import run_janitor
-from tiermem.memory.testing import FrozenClock, HashingEmbedder
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall
+from tiermem.prompts import compact, consolidate, observe
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")
 
@@ -245,6 +247,60 @@ async def test_a_pinned_fact_survives_ten_years_of_janitor_runs(
     await mem.unpin(ctx, allergy.id)
     await run_janitor(mem, clock.advance(days=1))
     assert {f.id: f.status for f in await mem.facts(ctx, include_inactive=True)}[allergy.id] == "archived"
+
+
+async def test_a_pinned_fact_is_never_compacted_away(
+    store_path: str, clock: FrozenClock, embedder: HashingEmbedder, ctx: MemoryContext
+) -> None:
+    shown: list[str] = []
+    facts: dict[str, Fact] = {}
+
+    def reply(messages: list[dict[str, Any]], call: StageCall[Any, Any]) -> dict[str, Any]:
+        inputs: compact.Input = call.inputs
+        shown.extend(f.id for f in inputs.facts)
+        merge = {"source_ids": [facts["pinned"].id, facts["twin"].id], "text": "Moni cannot eat any shellfish."}
+        return compact.Output.model_validate({"merges": [merge]}).model_dump()
+
+    model = FunctionModel(reply)
+    mem = system(
+        model=model.model, store=store_path, embedder=embedder, clock=clock, semantic={"max_facts": 10},
+        num_retries=0, validation_retries=0,
+    )  # fmt: skip
+    facts["pinned"] = await mem.add_semantic_fact(ctx, "Moni is allergic to shellfish.", subject="moni")
+    facts["twin"] = await mem.add_semantic_fact(ctx, "Moni cannot eat shrimp.", subject="moni")
+    for hobby in ("violin", "piano", "cello", "flute", "harp", "drums", "oboe", "viola", "tuba"):
+        await mem.add_semantic_fact(ctx, f"Moni plays the {hobby}.", subject="moni")  # 11 facts, cap 10
+    await mem.pin(ctx, facts["pinned"].id)
+
+    report = await run_janitor(mem, clock.advance(hours=1))
+
+    stored = {f.id: f.status for f in await mem.facts(ctx, include_inactive=True)}
+    assert shown and facts["pinned"].id not in shown  # never offered to the model
+    assert report.compaction_refused == 1  # and a merge naming it anyway is refused
+    assert stored[facts["pinned"].id] == "active"
+
+
+async def test_a_pin_outlives_an_update_by_the_consolidator(
+    store_path: str, clock: FrozenClock, embedder: HashingEmbedder, ctx: MemoryContext
+) -> None:
+    def consolidator(messages: list[dict[str, Any]], call: StageCall[Any, Any]) -> dict[str, Any]:
+        shown = [f.id for f in call.inputs.existing if "shellfish" in f.text]
+        update = {"op": "update", "subject": "moni", "target_id": shown[0] if shown else None}
+        return {"operations": [{**update, "text": "Moni is allergic to shellfish and peanuts."}], "edges": []}
+
+    said = {"subject": "moni", "kind": "fact", "text": "Moni is allergic to peanuts too.", "salience": 0.9}
+    model = stage_model({observe.STAGE: {"observations": [said]}, consolidate.STAGE: consolidator})
+    mem = system(model=model.model, store=store_path, embedder=embedder, clock=clock)
+    allergy = await mem.add_semantic_fact(ctx, "Moni is allergic to shellfish.", subject="moni")
+    await mem.pin(ctx, allergy.id)
+    await mem.capture(ctx, [{"role": "user", "content": "Moni is allergic to peanuts too."}])
+    await mem.end_session(ctx)
+
+    await mem.consolidate(ctx)
+
+    (current,) = await mem.facts(ctx)
+    assert "peanuts" in current.text and current.pinned
+    assert [v.item.id for v in await mem.history(ctx, current.id)] == [allergy.id, current.id]
 
 
 async def test_pinning_revives_an_archived_fact_and_keeps_an_episode_past_its_ttl(

@@ -125,6 +125,7 @@ async def test_import_into_another_user_is_the_same_memory_modulo_scope_and_idem
     recalled = await fresh.recall(target, "What is Moni allergic to?")
     assert any("shellfish" in i.text for i in recalled)
     assert await fresh.connections(target, "moni")
+    assert await fresh.latest_digest(target) is not None  # found by the id the library derives for the target
 
 
 BAD_LINES: dict[str, list[str]] = {
