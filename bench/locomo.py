@@ -375,6 +375,11 @@ def _git_state() -> str:
     return f"git {head or '?'}" + (" with uncommitted changes in memory/ or pipelines/" if dirty.strip() else "")
 
 
+def _shown(path: str) -> str:
+    """A data path as the report prints it: relative to the repository root (no machine paths)."""
+    return os.path.relpath(Path(path).resolve(), Path(__file__).resolve().parents[1])
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
@@ -495,7 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Date: {started.strftime('%Y-%m-%d %H:%M UTC')}; Python {platform.python_version()}, "
         f"{platform.machine()}, {os.cpu_count()} CPUs; tiermem model `{args.model}`, "
         f"embedder `{ing.mem.embedder.id}`.  ",
-        f"Data: `{args.data}`{' (--quick: first conversation, first 5 sessions)' if args.quick else ''}: "
+        f"Data: `{_shown(args.data)}`{' (--quick: first conversation, first 5 sessions)' if args.quick else ''}: "
         f"{len(convs)} conversations, {n_turns} turns, {n15} questions scored "
         f"({n14} in categories 1-4), {skipped} skipped for empty evidence.",
         "",

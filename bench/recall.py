@@ -1,4 +1,4 @@
-"""Recall latency on a shared LanceDB store, query embedding excluded (issue acceptance benchmark).
+"""Recall latency on a shared LanceDB store, query embedding included (issue acceptance benchmark).
 
 Scenarios (full run): one target user holds 1k, 10k or 100k semantic facts, in a store of
 max(100k, items) rows. The 1k and 10k users share one 100k-row store with 98 other users
@@ -8,8 +8,9 @@ folds every row into the full-text and scalar indexes. Texts are synthetic and d
 (``bench/_synthetic.py``, fixed seeds).
 
 Measured: ``MemoryCapability.recall_sync(ctx, query, limit=10, tiers=["semantic"])`` over N
-queries after a warm-up, with an embedder wrapper that returns precomputed query vectors (so the
-query embedding is not timed; it reports the same id and dimensions as the writing embedder).
+queries after a warm-up, query embedding included (the embedder that wrote the store, the default
+unless ``--embedder``); and the same with an embedder wrapper that returns precomputed query
+vectors, to show the search alone.
 Baseline: numpy brute-force cosine top-10 (argpartition) over the same user's vectors held in
 memory as one float32 matrix. A breakdown times the store calls recall makes, one by one.
 
@@ -48,6 +49,7 @@ from _machine import cpu_name, package_version
 from _synthetic import fact_batches, queries
 
 import tiermem as memory
+from tiermem.memory._embedders import resolve_embedder
 from tiermem.memory._recall import BACKGROUND
 from tiermem.memory._store import Store, Where
 
@@ -60,15 +62,10 @@ warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
 # -- embedders --------------------------------------------------------------------------------
 
 
-def pick_embedder() -> tuple[memory.Embedder, str]:
-    """The default static model when its files are there, else HashingEmbedder(256)."""
-    try:
-        emb = memory.StaticEmbedder()
-        dims = emb.dimensions
-        return emb, f"default StaticEmbedder ({emb.id}, {dims} dims, memory/_assets/minilm-static)"
-    except Exception as exc:  # missing asset or model2vec
-        emb2 = memory.HashingEmbedder(256)
-        return emb2, f"HashingEmbedder(256) ({emb2.id}); the static model could not load: {exc}"
+def pick_embedder(name: str | None) -> tuple[memory.Embedder, str]:
+    """The named embedder (``resolve_embedder``), the default one without a name."""
+    emb = resolve_embedder(name)
+    return emb, f"{name or 'default'} embedder ({emb.id}, {emb.dimensions} dims)"
 
 
 class PrecomputedEmbedder:
@@ -204,6 +201,7 @@ class Result:
     scenario: Scenario
     rows: int
     recall_ms: list[float]
+    embedded_ms: list[float]
     base_ms: list[float]
     breakdown: dict[str, list[float]]
     returned: float
@@ -226,8 +224,16 @@ def brute_force_top(matrix: np.ndarray, query: np.ndarray, k: int = 10) -> np.nd
 
 
 def run_scenario(
-    scenario: Scenario, built: BuiltStore, wrapper: PrecomputedEmbedder, qs: list[str], warmup: int
+    scenario: Scenario,
+    built: BuiltStore,
+    wrapper: PrecomputedEmbedder,
+    qs: list[str],
+    warmup: int,
+    embedder: memory.Embedder,
 ) -> Result:
+    live = memory.create_memory_capability(store=built.path, embedder=embedder)
+    ctx = memory.MemoryContext(namespace=NAMESPACE, user_id=scenario.user_id)
+    embedded_ms = time_calls(lambda q: live.recall_sync(ctx, q, limit=10, tiers=["semantic"]), qs, warmup)
     cap = memory.create_memory_capability(store=built.path, embedder=wrapper)
     ctx = memory.MemoryContext(namespace=NAMESPACE, user_id=scenario.user_id)
     misses = wrapper.misses
@@ -270,6 +276,7 @@ def run_scenario(
         scenario=scenario,
         rows=built.rows,
         recall_ms=recall_ms,
+        embedded_ms=embedded_ms,
         base_ms=base_ms,
         breakdown=breakdown,
         returned=statistics.fmean(returned[warmup:]),
@@ -319,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="also write the markdown report here")
     parser.add_argument("--keep", type=Path, default=None, help="build the stores here and keep them")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--embedder", default=None, help="embedder name (default: the default embedder)")
     args = parser.parse_args(argv)
 
     scale = 10 if args.quick else 1
@@ -338,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
             f"warning: load average {load_start[0]:.1f} exceeds {os.cpu_count()} cores; timings will be noisy",
             flush=True,
         )
-    embedder, embedder_note = pick_embedder()
+    embedder, embedder_note = pick_embedder(args.embedder)
     print(f"embedder: {embedder_note}", flush=True)
     qs = queries(n_queries + args.warmup, seed=args.seed + 1)
     # Query vectors computed here, before any timing; so are the recall gate's background sentences,
@@ -369,9 +377,10 @@ def main(argv: list[str] | None = None) -> int:
         ]
         results = []
         for sc in scenarios:
-            r = run_scenario(sc, built[sc.store], wrapper, qs, args.warmup)
+            r = run_scenario(sc, built[sc.store], wrapper, qs, args.warmup, embedder)
             print(
-                f"{sc.label}: recall p50 {pct(r.recall_ms, 50):.2f} ms p95 {pct(r.recall_ms, 95):.2f} ms; "
+                f"{sc.label}: recall p50 {pct(r.embedded_ms, 50):.2f} ms p95 {pct(r.embedded_ms, 95):.2f} ms "
+                f"(query embedded); search alone p50 {pct(r.recall_ms, 50):.2f} ms p95 {pct(r.recall_ms, 95):.2f} ms; "
                 f"baseline p50 {pct(r.base_ms, 50):.3f} ms",
                 flush=True,
             )
@@ -395,9 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     # -- markdown --
     lines = [f"Command: `{command}`", "", "# Recall latency benchmark", ""]
     lines += [
-        f"Embedder used to write and to query: {embedder_note}. Query embedding excluded: the "
-        "capability gets a wrapper that returns query vectors computed before timing "
-        "(same id and dimensions as the writing embedder).",
+        f"Embedder used to write and to query: {embedder_note}. Query embedding included in the first "
+        'columns; the "search alone" columns give the capability a wrapper that returns query vectors '
+        "computed before timing (same id and dimensions as the writing embedder).",
         f"Call timed: `recall_sync(ctx, query, limit=10, tiers=['semantic'])`, {n_queries} queries after "
         f"{args.warmup} warm-up, synthetic questions (`bench/_synthetic.py`, seed {args.seed + 1}).",
         "Stores: the small and medium users share one store with "
@@ -406,23 +415,24 @@ def main(argv: list[str] | None = None) -> int:
         "Baseline: numpy brute force over the same user's vectors held in memory (float32 matrix, "
         "`matrix @ q`, argpartition top-10, sorted).",
         "",
-        "| scenario | rows in store | user items | p50 ms | p95 ms | mean ms | baseline p50 ms | baseline p95 ms "
-        "| ratio p50 | ratio p95 |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| scenario | rows in store | user items | p50 ms | p95 ms | search alone p50 ms | search alone p95 ms "
+        "| mean ms | baseline p50 ms | baseline p95 ms | ratio p50 | ratio p95 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
         p50, p95, b50, b95 = pct(r.recall_ms, 50), pct(r.recall_ms, 95), pct(r.base_ms, 50), pct(r.base_ms, 95)
         lines.append(
-            f"| {r.scenario.label} | {r.rows:,} | {r.scenario.items:,} | {p50:.2f} | {p95:.2f} | "
-            f"{statistics.fmean(r.recall_ms):.2f} | {b50:.3f} | {b95:.3f} | {p50 / b50:.0f}x | {p95 / b95:.0f}x |"
+            f"| {r.scenario.label} | {r.rows:,} | {r.scenario.items:,} | {pct(r.embedded_ms, 50):.2f} | "
+            f"{pct(r.embedded_ms, 95):.2f} | {p50:.2f} | {p95:.2f} | "
+            f"{statistics.fmean(r.embedded_ms):.2f} | {b50:.3f} | {b95:.3f} | {p50 / b50:.0f}x | {p95 / b95:.0f}x |"
         )
     medium = results[1]
-    met = pct(medium.recall_ms, 95) < AIM_MS
+    met = pct(medium.embedded_ms, 95) < AIM_MS
     lines += [
         "",
         f"Aim (issue): recall p95 under {AIM_MS:.0f} ms at {sizes[1]:,} items for one user in a {total:,}-row store, "
-        f"query embedding excluded: **{'MET' if met else 'NOT MET'}** "
-        f"(p95 {pct(medium.recall_ms, 95):.2f} ms)."
+        f"query embedding included: **{'MET' if met else 'NOT MET'}** "
+        f"(p95 {pct(medium.embedded_ms, 95):.2f} ms)."
         + (" (quick run: smaller stores, the aim applies to the full run.)" if args.quick else ""),
         "",
         "## Where the time goes (each store call timed alone, same queries)",

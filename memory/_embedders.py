@@ -154,8 +154,8 @@ class OnnxEmbedder:
     Texts are tokenized with the model's own ``tokenizer.json`` (truncated to 256 tokens), sorted
     by length and run in batches padded to their longest text; the token embeddings are
     mean-pooled over the attention mask and L2-normalised, as sentence-transformers does for this
-    model. ``threads`` is onnxruntime's intra-op thread count (default: up to 2 of the machine's
-    cores, and the threads sleep rather than spin between calls so an idle process costs nothing).
+    model. ``threads`` is onnxruntime's intra-op thread count (default: the machine's cores, at most
+    4; the threads sleep rather than spin between calls, so an idle process costs nothing).
     ``bench/export_onnx_embedder.py`` makes the shipped files.
     """
 
@@ -173,7 +173,7 @@ class OnnxEmbedder:
             raise ConfigurationError("OnnxEmbedder batch_size must be at least 1")
         self._path = Path(path) if path is not None else _asset_path("minilm-onnx")
         self._id = model_id or "minilm-l6-onnx-int8-v1"
-        self._threads = threads if threads is not None else max(1, min(2, os.cpu_count() or 1))
+        self._threads = threads if threads is not None else max(1, min(4, os.cpu_count() or 1))
         self._batch_size = batch_size
         self._session: Any = None
         self._tokenizer: Any = None

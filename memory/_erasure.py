@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._governance import USER_TABLES, Governance, Record
-from ._records import Digest, Edge, Fact, MemoryContext
+from ._governance import MEMORY_TABLES, USER_TABLES, Governance, Record
+from ._records import Alias, Digest, Edge, Fact, MemoryContext
 from ._store import TableName, Where
 from ._tiers import checked_context, scope
 
@@ -82,14 +82,14 @@ class Erasure:
 
     def _plan_forget(self, ctx: MemoryContext, rid: str, include_turns: bool) -> tuple[dict[TableName, set[str]], bool]:
         """Ids to delete per table, and whether the digest must be rewritten."""
-        table, record = self.governance.find(ctx, rid)
+        table, record = self.governance.find(ctx, rid, (*MEMORY_TABLES, "aliases"))  # a display name too
         gone: dict[TableName, set[str]] = {t: set() for t in USER_TABLES}
         facts = self.governance.facts_by_id(ctx)
         if table == "facts":
             gone["facts"] = self.governance.ancestors(record.id, self.governance.predecessors(facts))
         else:
             gone[table].add(record.id)
-        records: list[Record] = [facts[i] for i in gone["facts"]] or [record]
+        records: list[Record | Alias] = [facts[i] for i in gone["facts"]] or [record]
         if include_turns:
             gone["turns"] |= {p for r in records for p in getattr(r, "provenance", ()) if p.startswith("turn_")}
         where = Where(eq=scope(ctx))
@@ -117,7 +117,7 @@ class Erasure:
         return gone, rewrite
 
     async def forget(self, ctx: MemoryContext, id: str, *, include_turns: bool = False) -> ForgetReport:
-        """Delete one memory (with its older versions) and what was derived only from it.
+        """Delete one memory (with its older versions), or a display name, and what was derived only from it.
 
         Edges it alone supported go; other records drop its id from their provenance; a digest
         written from it is deleted and rewritten; its turns stay unless ``include_turns``.
@@ -152,7 +152,7 @@ class Erasure:
                     dirty.append(r.model_copy(update={"provenance": _drop(r.provenance, removed), "metadata": meta}))
             self.governance.put(table, dirty)
             cleaned += len(dirty)
-        order: tuple[TableName, ...] = ("digests", "edges", "working", "episodes", "turns", "facts")
+        order: tuple[TableName, ...] = ("digests", "edges", "working", "episodes", "turns", "aliases", "facts")
         for table in order:
             if gone[table]:
                 self.store.delete(table, Where(eq=scope(ctx), isin={"id": sorted(gone[table])}))

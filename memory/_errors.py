@@ -6,6 +6,7 @@ Everything tiermem raises on purpose derives from :class:`TiermemError`::
     ├── ConfigurationError              you called it wrong: bad options, bad ids, bad arguments
     │   ├── InvalidSubjectError         a subject that is not "user", a first name or an org name
     │   ├── InvalidArgumentError        a tool or API argument that does not validate
+    │   │   └── MemoryNotFoundError     no memory with this id belongs to the context's user
     │   └── SyncInEventLoopError        the blocking facade was called inside a running event loop: await instead
     ├── StoreError                      the storage engine (LanceDB) failed
     │   ├── StoreMismatchError          written with another embedder, dimension or schema: use another store
@@ -86,6 +87,10 @@ class InvalidSubjectError(ConfigurationError):
 
 class InvalidArgumentError(ConfigurationError):
     """An argument to an API call or a tool did not validate."""
+
+
+class MemoryNotFoundError(InvalidArgumentError):
+    """No memory with this id belongs to the context's user (it may exist for another user)."""
 
 
 class SyncInEventLoopError(ConfigurationError):

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._clock import Clock
 from ._embedders import Embedder
-from ._errors import InvalidArgumentError
+from ._errors import InvalidArgumentError, MemoryNotFoundError
 from ._identity import fact_id
 from ._options import SemanticOptions, WorkingOptions
 from ._recall import to_memory_item
@@ -54,13 +54,10 @@ USER_TABLES: tuple[TableName, ...] = ("working", "episodes", "facts", "digests",
 # Where an id may live, guessed from its prefix first (ids are "<kind>_<digest>").
 _PREFIXES: dict[str, TableName] = {
     "fact": "facts", "wm": "working", "ep": "episodes", "digest": "digests", "edge": "edges", "turn": "turns",
+    "alias": "aliases",
 }  # fmt: skip
-_MEMORY_TABLES: tuple[TableName, ...] = ("facts", "working", "episodes", "digests", "edges", "turns")
+MEMORY_TABLES: tuple[TableName, ...] = ("facts", "working", "episodes", "digests", "edges", "turns")
 _MAX_TEXT = 8000
-
-
-class MemoryNotFoundError(InvalidArgumentError):
-    """No memory with this id belongs to the context's user (it may exist for another user)."""
 
 
 class _Frozen(BaseModel):
@@ -216,7 +213,7 @@ class Governance:
         """A record as a memory item, its confidence as it stands now."""
         return to_memory_item(record, self.clock.now(), semantic=self.semantic, working=self.working)
 
-    def find(self, ctx: MemoryContext, rid: str, tables: Sequence[TableName] = _MEMORY_TABLES) -> tuple[TableName, Any]:
+    def find(self, ctx: MemoryContext, rid: str, tables: Sequence[TableName] = MEMORY_TABLES) -> tuple[TableName, Any]:
         """The table and record of ``rid`` within the user's scope, or :class:`MemoryNotFoundError`."""
         rid = _checked_id(rid)
         hint = _PREFIXES.get(rid.split("_", 1)[0])

@@ -1,9 +1,14 @@
-"""Ranking: relevance gates, priors only reorder.
+"""Ranking: relevance gates, priors only reorder. The one ranking recall, the context block and the benchmarks use.
 
 Vector and full-text candidates are fused by a weighted sum of normalised scores (measured to
-beat reciprocal-rank fusion on conversational memory). Candidates with no keyword match and a
-low cosine are dropped; confidence, recency and tier weights then reorder what is left, within
-a band small enough that they cannot lift an unrelated memory over a related one.
+beat reciprocal-rank fusion on conversational memory). A candidate is related when it shares an
+informative word with the cue or when its similarity passes the calibrated meaning gate of
+:mod:`._relevance` (what the best of the searched memories would reach were they all unrelated);
+the rest is dropped. Within the fusion a word match counts for less when it covers few of the
+cue's words or when the memory's meaning is far from the cue's, and a name in the cue is subject
+evidence (a boost), not topic evidence. A turn of the session log also gains part of its session's
+match and of the turn before it. Confidence, recency and tier weights then reorder what is left,
+within a band small enough that they cannot lift an unrelated memory over a related one.
 """
 
 from __future__ import annotations
@@ -173,11 +178,16 @@ def named_subjects(cue: str, aliases: Mapping[str, str]) -> set[str]:
 def _conversation_context(
     candidates: Sequence[Candidate], relevance: np.ndarray, plausible: np.ndarray, options: RecallOptions
 ) -> np.ndarray:
-    """Turn relevance plus ``session_weight`` x its session's and ``reply_weight`` x its previous turn's."""
+    """Turn relevance plus ``session_weight`` x its session's and ``reply_weight`` x its previous turn's.
+
+    A session's match says which conversation, so it counts only when the pool holds more than one
+    session. A previous turn counts when someone else spoke it (a reply), not when the same speaker
+    went on.
+    """
     if options.session_weight <= 0 and options.reply_weight <= 0:
         return relevance
     session: dict[object, float] = {}
-    turn_at: dict[tuple[object, object], float] = {}
+    turn_at: dict[tuple[object, object], tuple[float, str]] = {}
     for i, c in enumerate(candidates):
         meta = c.item.metadata
         if c.item.tier != "episodic" or not plausible[i]:
@@ -185,15 +195,17 @@ def _conversation_context(
         sid = meta.get("session_id")
         session[sid] = max(session.get(sid, 0.0), float(relevance[i]))
         if meta.get("kind") == "turn":
-            turn_at[(sid, meta.get("seq"))] = float(relevance[i])
+            turn_at[(sid, meta.get("seq"))] = (float(relevance[i]), c.item.subject)
     out = np.array(relevance, dtype=np.float64)
     for i, c in enumerate(candidates):
         meta = c.item.metadata
         if meta.get("kind") != "turn":
             continue
         sid, seq = meta.get("session_id"), meta.get("seq")
-        previous = turn_at.get((sid, seq - 1), 0.0) if isinstance(seq, int) else 0.0
-        out[i] += options.session_weight * session.get(sid, 0.0) + options.reply_weight * previous
+        score, speaker = turn_at.get((sid, seq - 1), (0.0, "")) if isinstance(seq, int) else (0.0, "")
+        previous = score if speaker and speaker != c.item.subject else 0.0
+        standing = session.get(sid, 0.0) if len(session) > 1 else 0.0
+        out[i] += options.session_weight * standing + options.reply_weight * previous
     return out
 
 

@@ -22,6 +22,7 @@ from .memory._errors import (
     ErrorKind,
     InvalidArgumentError,
     InvalidSubjectError,
+    MemoryNotFoundError,
     ModelAuthenticationError,
     ModelBadRequestError,
     ModelConnectionError,
@@ -44,7 +45,7 @@ from .memory._errors import (
     SyncInEventLoopError,
     TiermemError,
 )
-from .memory._governance import MemoryNotFoundError, MemoryPage, MemoryStats, MemoryVersion
+from .memory._governance import MemoryPage, MemoryStats, MemoryVersion
 from .memory._options import (
     MEMORY_CAPABILITY_PRESETS,
     CapabilityPreset,

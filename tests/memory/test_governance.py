@@ -383,6 +383,17 @@ async def test_forget_with_turns_leaves_no_dangling_provenance(mem: MemorySystem
     assert all(i.metadata.get("superseded_by") not in removed for i in remaining)
 
 
+async def test_forget_a_display_name(mem: MemorySystem, ctx: MemoryContext) -> None:
+    alias = await mem.add_alias(ctx, "Caroline")
+
+    report = await mem.forget(ctx, alias.id)
+
+    assert report.forgotten == (alias.id,)
+    assert await mem.aliases(ctx) == {}
+    with pytest.raises(MemoryNotFoundError):
+        await mem.get(ctx, alias.id)  # not a memory item: only forget reaches a display name
+
+
 async def test_forget_refuses_another_users_memory_and_writes_nothing(mem: MemorySystem, ctx: MemoryContext) -> None:
     theirs = await mem.add_semantic_fact(OTHER, "The other user likes rye bread.")
     before = await mem.stats(OTHER)

@@ -16,7 +16,10 @@ import pytest
 
 from tiermem import Fact, MemoryCapability, MemoryContext, create_memory_capability, system
 from tiermem.memory._embedders import resolve_embedder
+from tiermem.memory._relevance import calibration
+from tiermem.memory._text import STOP_WORDS, terms
 from tiermem.memory.testing import FrozenClock
+from tiermem.pipelines import _sentences as sentences
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PARAPHRASES: dict[str, Any] = json.loads((DATA / "paraphrases.json").read_text())
@@ -142,3 +145,55 @@ def test_unrelated_cue_on_thousands_of_memories_returns_nothing(large_store: Mem
 def test_unrelated_cue_context_block_is_empty_of_memories(large_store: MemoryCapability) -> None:
     block = large_store.format_context_sync(MemoryContext(user_id="large"), UNRELATED[0])
     assert "(no relevant memories)" in block
+
+
+# -- the context block ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cue", "expected"),
+    [
+        ("which nuts must I avoid eating?", "peanuts"),
+        ("what can I eat tonight?", "peanuts"),
+        ("which city do I live in now?", "Lisbon"),
+    ],
+    ids=["nuts", "eat", "city"],
+)
+def test_context_block_carries_what_only_meaning_links(
+    tmp_path: Path, default_embedder: Any, cue: str, expected: str
+) -> None:
+    mem = capability(tmp_path / "store", default_embedder)
+    ctx = MemoryContext(user_id="u-1")
+    write(mem, ctx, ["I am allergic to peanuts.", "I moved from Berlin to Lisbon last month.", "I play chess."])
+    block = mem.format_context_sync(ctx, cue)
+    assert expected in block
+
+
+def test_context_block_with_nothing_relevant_still_carries_the_digest(tmp_path: Path, default_embedder: Any) -> None:
+    mem = capability(tmp_path / "store", default_embedder)
+    ctx = MemoryContext(user_id="u-1")
+    write(mem, ctx, ISSUE_MEMORIES)
+    mem.tiers.set_digest(ctx, "The user is a retired teacher who loves the sea.")
+    block = mem.format_context_sync(ctx, UNRELATED[1])
+    assert '<section tier="digest"' in block
+    assert "retired teacher" in block
+    assert '<section tier="semantic"' not in block
+
+
+# -- the calibration behind the gate ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["minilm-onnx", "minilm-static", "hashing"], ids=["onnx", "static", "hashing"])
+def test_meaning_gate_rises_with_the_memories_searched(name: str) -> None:
+    """Calibrated per embedder on the shipped background: the bar for "related by meaning" is what the best
+    of n unrelated memories reaches, so it rises with n, and sits above the background's typical pair."""
+    calibrated = calibration(resolve_embedder(name))
+    bars = [calibrated.threshold(n, 0.05) for n in (1, 3, 40, 400, 4000)]
+    assert bars == sorted(bars) and len(set(bars)) == len(bars)
+    assert bars[0] > calibrated.null_mean + calibrated.null_std
+
+
+def test_text_normalisation_is_shared() -> None:
+    assert terms("Hiking with Caroline's dogs") == terms("hike with caroline dog")
+    assert "the" in STOP_WORDS and "really" in STOP_WORDS
+    assert sentences.STOPWORDS >= STOP_WORDS
