@@ -162,7 +162,7 @@ class Store:
         keep_versions: timedelta = timedelta(minutes=10),
         vector_cache_bytes: int = 256 * 2**20,
     ) -> None:
-        self.uri = uri
+        self.uri = uri = local_uri(uri)
         self.dimensions = dimensions
         self.embedder_id = embedder_id
         with _engine_errors("connect"):
@@ -572,8 +572,14 @@ def _per_user(
     }
 
 
+def local_uri(uri: str) -> str:
+    """A folder path with ``~`` expanded (MCP hosts and config files pass it unexpanded); URIs as given."""
+    return uri if "://" in uri else str(Path(uri).expanduser())
+
+
 def stored_meta(uri: str, *, storage_options: Mapping[str, str] | None = None) -> dict[str, str]:
     """The meta table of the store at ``uri`` (schema_version, embedder_id, dimensions); {} if none yet."""
+    uri = local_uri(uri)
     if "://" not in uri and not Path(uri).exists():
         return {}
     with _engine_errors("read the meta table"):

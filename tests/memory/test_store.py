@@ -388,3 +388,11 @@ async def test_parent_sees_child_writes_with_the_same_open_capability(
     ]
     found = await capability.recall(ctx, "vintage typewriters")
     assert [i.text for i in found][:1] == ["The user collects vintage typewriters."]
+
+
+def test_a_home_relative_store_path_is_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    store = Store("~/tiermem-store", embedder_id="hashing-256", dimensions=256)
+    assert store.uri == str(tmp_path / "tiermem-store")
+    assert (tmp_path / "tiermem-store").is_dir()
+    assert not Path("~").exists()
