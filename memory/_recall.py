@@ -69,7 +69,14 @@ def edge_to_memory_item(edge: Edge, now: datetime, *, half_life: SemanticOptions
         created_at=edge.created_at,
         updated_at=edge.updated_at,
         provenance=edge.provenance,
-        metadata={"source": edge.source, "relation": edge.relation, "target": edge.target},
+        metadata={
+            "source": edge.source,
+            "relation": edge.relation,
+            "target": edge.target,
+            "current": edge.current,  # False: a closed edge, shown only with history asked for
+            "valid_from": _iso(edge.valid_from or edge.created_at),
+            "valid_to": _iso(edge.valid_to),
+        },
     )
 
 

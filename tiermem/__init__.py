@@ -14,7 +14,14 @@ from .memory._capability import MemoryCapability, MemoryProvider, create_memory_
 from .memory._clock import Clock, SystemClock
 from .memory._context import approx_tokens
 from .memory._decay import effective_confidence
-from .memory._embedders import Embedder, HashingEmbedder, LiteLLMEmbedder, SentenceTransformerEmbedder, StaticEmbedder
+from .memory._embedders import (
+    Embedder,
+    HashingEmbedder,
+    LiteLLMEmbedder,
+    OnnxEmbedder,
+    SentenceTransformerEmbedder,
+    StaticEmbedder,
+)
 from .memory._erasure import EraseReport, ForgetReport
 from .memory._errors import (
     ConfigurationError,
@@ -160,6 +167,7 @@ __all__ = [
     "ModelServerError",
     "ModelTimeoutError",
     "ModelTransientError",
+    "OnnxEmbedder",
     "RankedMemoryItem",
     "RecallArguments",
     "RecallOptions",
