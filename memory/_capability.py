@@ -337,22 +337,54 @@ class MemoryCapability:
     async def latest_digest(self, ctx: MemoryContext) -> Digest | None:
         return await run_blocking(self.tiers.latest_digest, checked_context(ctx))
 
-    async def connections(self, ctx: MemoryContext, entity: str) -> list[Edge]:
-        """Edges into or out of ``entity`` (empty when relations are off)."""
-        return await run_blocking(self.relations.connections, checked_context(ctx), _checked_text(entity, "entity"))
+    async def connections(
+        self, ctx: MemoryContext, entity: str, *, as_of: datetime | None = None, include_history: bool = False
+    ) -> list[Edge]:
+        """Edges into or out of ``entity`` that hold now (empty when relations are off).
 
-    async def relate(self, ctx: MemoryContext, a: str, b: str, *, max_hops: int | None = None) -> list[Edge] | None:
-        """The edges of a shortest path from ``a`` to ``b``, or None."""
+        ``as_of``: the edges that held at that moment; ``include_history``: closed edges too.
+        """
         return await run_blocking(
-            self.relations.relate, checked_context(ctx), _checked_text(a, "a"), _checked_text(b, "b"),
-            max_hops=max_hops,
+            self.relations.connections, checked_context(ctx), _checked_text(entity, "entity"),
+            as_of=as_of, include_history=include_history,
         )  # fmt: skip
 
-    async def ego_graph(self, ctx: MemoryContext, entity: str, *, radius: int = 1) -> dict[str, Any]:
-        """``{"nodes": [...], "edges": [...]}`` within ``radius`` hops of ``entity``."""
+    async def relate(
+        self,
+        ctx: MemoryContext,
+        a: str,
+        b: str,
+        *,
+        max_hops: int | None = None,
+        as_of: datetime | None = None,
+        include_history: bool = False,
+    ) -> list[Edge] | None:
+        """The edges of a shortest path from ``a`` to ``b`` over edges that hold now, or None.
+
+        ``as_of``: over the edges that held at that moment; ``include_history``: closed edges too.
+        """
         return await run_blocking(
-            self.relations.ego_graph, checked_context(ctx), _checked_text(entity, "entity"), radius=radius
-        )
+            self.relations.relate, checked_context(ctx), _checked_text(a, "a"), _checked_text(b, "b"),
+            max_hops=max_hops, as_of=as_of, include_history=include_history,
+        )  # fmt: skip
+
+    async def ego_graph(
+        self,
+        ctx: MemoryContext,
+        entity: str,
+        *,
+        radius: int = 1,
+        as_of: datetime | None = None,
+        include_history: bool = False,
+    ) -> dict[str, Any]:
+        """``{"nodes": [...], "edges": [...]}`` within ``radius`` hops of ``entity``, edges that hold now.
+
+        ``as_of``: the edges that held at that moment; ``include_history``: closed edges too.
+        """
+        return await run_blocking(
+            self.relations.ego_graph, checked_context(ctx), _checked_text(entity, "entity"), radius=radius,
+            as_of=as_of, include_history=include_history,
+        )  # fmt: skip
 
     # -- inspect (the governance component, memory/_governance.py) --------------------------
 

@@ -98,6 +98,8 @@ class Erasure:
             for edge in self.store.query("edges", where):
 
                 def supports(f: Fact, edge: Edge = edge) -> bool:
+                    if edge.support:  # the facts it was derived from, recorded by the consolidator
+                        return f.id in edge.support
                     shared = f.id in edge.provenance or bool(set(f.provenance) & set(edge.provenance))
                     return shared and _mentions(f, edge.source) and _mentions(f, edge.target)
 
@@ -148,8 +150,13 @@ class Erasure:
             dirty = []
             for r in self.store.query(table, where):
                 meta = _without(r.metadata, removed)
-                if r.id not in gone[table] and (set(r.provenance) & removed or meta != r.metadata):
-                    dirty.append(r.model_copy(update={"provenance": _drop(r.provenance, removed), "metadata": meta}))
+                support: tuple[str, ...] = getattr(r, "support", ())
+                touched = set(r.provenance) & removed or set(support) & removed or meta != r.metadata
+                if r.id not in gone[table] and touched:
+                    update = {"provenance": _drop(r.provenance, removed), "metadata": meta}
+                    if support:
+                        update["support"] = _drop(support, removed)
+                    dirty.append(r.model_copy(update=update))
             self.governance.put(table, dirty)
             cleaned += len(dirty)
         order: tuple[TableName, ...] = ("digests", "edges", "working", "episodes", "turns", "aliases", "facts")

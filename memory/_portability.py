@@ -7,7 +7,7 @@ exported: an import embeds with the target's embedder, so a file moves between e
 
 An import rewrites the scope to the target context and re-derives every id with the recipe the
 library writes it with (a fact's id from its subject and text, a turn's from its session and
-number...), rewriting provenance and supersession links to match: importing the same file twice
+number...), rewriting provenance, supersession links and edge support sets to match: importing the same file twice
 writes nothing new, and later captures and consolidations find the imported records by id.
 """
 
@@ -226,7 +226,7 @@ class Portability:
         counts: dict[str, int] = {}
         for kind, record in records:
             update: dict[str, Any] = {"id": ids[record.id], "namespace": ctx.namespace, "user_id": ctx.user_id}
-            for field in ("provenance", "superseded_by"):
+            for field in ("provenance", "superseded_by", "support"):
                 if hasattr(record, field):
                     update[field] = _remap(getattr(record, field), ids)
             if hasattr(record, "metadata"):

@@ -25,6 +25,7 @@ __all__ = [
     "Tier",
     "Turn",
     "WorkingEntry",
+    "mentions",
 ]
 
 Tier = Literal["working", "episodic", "semantic", "digest", "relation"]
@@ -229,6 +230,11 @@ class Fact(_Record):
         )
 
 
+def mentions(fact: Fact, entity: str) -> bool:
+    """Whether ``fact`` is about ``entity`` or names it (a subject slug's words, in order)."""
+    return fact.subject == entity or entity.replace("-", " ") in fact.text.lower().replace("-", " ")
+
+
 class Digest(_Record):
     """A narrative rollup of the primary user."""
 
@@ -257,12 +263,33 @@ class Edge(_Record):
     updated_at: datetime = Field(description="Last change.")
     reinforcements: int = Field(default=0, ge=0, description="How often it was seen again.")
     provenance: tuple[str, ...] = Field(default=(), description="Turn or fact ids it came from.")
+    valid_from: datetime | None = Field(
+        default=None, description="Start of validity (None: since ``created_at``, for edges stored before it)."
+    )
+    valid_to: datetime | None = Field(
+        default=None, description="End of validity: None while current; set when its last supporting fact ended."
+    )
+    support: tuple[str, ...] = Field(
+        default=(),
+        description="Ids of the facts it was derived from; empty when unknown (then only its endpoints keep it).",
+    )
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
 
     @property
     def text(self) -> str:
         """The edge as a sentence-like line."""
         return f"{self.source} --{self.relation}--> {self.target}"
+
+    @property
+    def current(self) -> bool:
+        """True while the edge holds (it has not been closed)."""
+        return self.valid_to is None
+
+    def valid_at(self, when: datetime) -> bool:
+        """Whether the edge held at ``when``: ``valid_from`` (else ``created_at``) <= when < ``valid_to``."""
+        when = _utc(when)
+        start = self.valid_from or self.created_at
+        return start <= when and (self.valid_to is None or when < self.valid_to)
 
 
 class Alias(_Record):

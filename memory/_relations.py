@@ -2,11 +2,17 @@
 
 Off unless ``semantic={"relations": True | {...}}``; when off, every read answers empty or None,
 nothing is written, and the connect tool answers with a recoverable error envelope.
+
+Edges are bi-temporal: each holds from ``valid_from`` until ``valid_to`` (None while current) and
+names its support, the facts it was derived from. When the last supporting fact stops being active
+(superseded, archived, forgotten) the edge is closed, kept as history. Reads see current edges;
+``as_of=`` answers for a past moment and ``include_history=True`` shows closed edges too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,7 +23,7 @@ from ._errors import InvalidArgumentError
 from ._graph import GraphCache, RelationGraph
 from ._options import RelationsOptions, SemanticOptions
 from ._recall import edge_to_memory_item
-from ._records import Edge, MemoryContext, MemoryItem
+from ._records import Edge, Fact, MemoryContext, MemoryItem, mentions
 from ._subjects import USER, canonical_subject
 from ._tiers import Tiers
 from ._tools import MemoryTool
@@ -33,6 +39,8 @@ class ConnectArguments(BaseModel):
     from_: str = Field(alias="from", min_length=1, max_length=64, description="Entity to start from ('user', 'moni').")
     to: str | None = Field(default=None, max_length=64, description="Entity to reach; omit to list all connections.")
     max_hops: int = Field(default=3, ge=1, le=6, description="Longest path to consider.")
+    as_of: datetime | None = Field(default=None, description="Answer as things stood then (ISO 8601); default now.")
+    include_history: bool = Field(default=False, description="Also show relations that no longer hold.")
 
 
 class Relations:
@@ -49,8 +57,20 @@ class Relations:
     # -- writes -----------------------------------------------------------------------------
 
     def edges(self, ctx: MemoryContext) -> list[Edge]:
-        """Every edge of this user, by id."""
+        """Every edge of this user, by id, closed ones included."""
         return self.tiers.edges(ctx) if self.options is not None else []
+
+    def current_edges(self, ctx: MemoryContext) -> list[Edge]:
+        """The edges that hold now."""
+        return [e for e in self.edges(ctx) if e.current]
+
+    def _view(self, ctx: MemoryContext, *, as_of: datetime | None, include_history: bool) -> list[Edge]:
+        edges = self.edges(ctx)
+        if include_history:
+            return edges
+        if as_of is not None:
+            return [e for e in edges if e.valid_at(as_of)]
+        return [e for e in edges if e.current]
 
     def put_edges(self, ctx: MemoryContext, edges: Sequence[Edge]) -> list[Edge]:
         """Add edges; a repeated edge reinforces the stored one; ``max_edges`` drops the weakest, oldest."""
@@ -63,28 +83,82 @@ class Relations:
         for edge in edges:
             old = current.get(edge.id)
             if old is not None:
-                edge = reinforce(old, confidence=edge.confidence, now=now, provenance=edge.provenance)
+                seen = edge
+                edge = reinforce(old, confidence=seen.confidence, now=now, provenance=seen.provenance)
+                update: dict[str, Any] = {"support": tuple(sorted({*old.support, *seen.support}))}
+                if not old.current:  # said again after it ended: it holds again from now
+                    update |= {"valid_from": seen.valid_from or now, "valid_to": None}
+                edge = edge.model_copy(update=update)
             current[edge.id] = edge
             written.append(edge)
         self.tiers.put_edges(written)
         excess = len(current) - rel.max_edges
         if excess > 0:
-            weakest = sorted(current.values(), key=lambda e: (e.confidence, e.updated_at, e.id))[:excess]
+            # History goes first, then the weakest, oldest current edges.
+            weakest = sorted(current.values(), key=lambda e: (e.current, e.confidence, e.updated_at, e.id))[:excess]
             self.tiers.delete_edges(ctx, [e.id for e in weakest])
         self.graphs.invalidate((ctx.namespace, ctx.user_id))
         return written
 
-    def dangling_edges(self, ctx: MemoryContext, *, ignoring: Collection[str] = ()) -> list[Edge]:
-        """Edges with an endpoint that has no active fact.
+    def unsupported_edges(
+        self, ctx: MemoryContext, *, ignoring: Collection[str] = (), facts: Sequence[Fact] | None = None
+    ) -> list[Edge]:
+        """Current edges with a support set none of whose facts is active any more, as closed edges.
 
-        "user" always stands, and so does an entity minted from an edge (never had a fact) when
-        ``create_implicit_entities`` is on or the consolidator marked it implicit.
+        ``valid_to`` is when the last supporting fact ended (its ``valid_to``, else its last change);
+        ``ignoring``: fact ids to treat as gone already (closed at the clock's now).
+        """
+        if self.options is None:
+            return []
+        facts = self.tiers.facts(ctx, include_inactive=True) if facts is None else facts
+        by_id = {f.id: f for f in facts}
+        now = self.tiers.clock.now()
+
+        def holds(fact: Fact | None, edge: Edge) -> bool:
+            # A correction or a merge that still names both endpoints carries the support on.
+            for _ in range(len(by_id) + 1):
+                if fact is None or fact.id in ignoring:
+                    return False
+                if fact.status == "active":
+                    return fact.id in edge.support or (mentions(fact, edge.source) and mentions(fact, edge.target))
+                fact = by_id.get(fact.superseded_by) if fact.superseded_by else None
+            return False
+
+        closed: list[Edge] = []
+        for edge in self.edges(ctx):
+            if not edge.current or not edge.support:
+                continue
+            support = [by_id.get(i) for i in edge.support]
+            if any(holds(f, edge) for f in support):
+                continue
+            ends = [f.valid_to or f.updated_at for f in support if f is not None and f.id not in ignoring]
+            end = max(ends) if ends and not any(f is None or f.id in ignoring for f in support) else now
+            end = max(end, edge.valid_from or edge.created_at)
+            closed.append(edge.model_copy(update={"valid_to": end, "updated_at": now}))
+        return closed
+
+    def close_unsupported_edges(self, ctx: MemoryContext) -> list[Edge]:
+        """Close the current edges whose supporting facts all ended; returns the closed edges."""
+        closed = self.unsupported_edges(ctx)
+        if closed:
+            self.tiers.put_edges(closed)
+            self.graphs.invalidate((ctx.namespace, ctx.user_id))
+        return closed
+
+    def dangling_edges(self, ctx: MemoryContext, *, ignoring: Collection[str] = ()) -> list[Edge]:
+        """Current edges that no longer stand: the same rule as supersession, by support set.
+
+        An edge with a support set dangles when none of its facts is active (it is closed, kept as
+        history). An edge without one (stored before support sets) dangles when an endpoint has no
+        active fact (it is deleted); "user" always stands, and so does an entity minted from an edge
+        (never had a fact) when ``create_implicit_entities`` is on or the consolidator marked it implicit.
         ``ignoring``: fact ids to treat as gone already (a dry run's would-be archived facts).
         """
         rel = self.options
         if rel is None:
             return []
         facts = self.tiers.facts(ctx, include_inactive=True)
+        unsupported = self.unsupported_edges(ctx, ignoring=ignoring, facts=facts)
         had = {f.subject for f in facts}
         live = {f.subject for f in facts if f.status == "active" and f.id not in ignoring} | {USER}
 
@@ -94,50 +168,86 @@ class Relations:
             )
             return subject in live or minted
 
-        return [e for e in self.edges(ctx) if not (stands(e.source, e) and stands(e.target, e))]
+        unsure = [e for e in self.edges(ctx) if e.current and not e.support]
+        legacy = [e for e in unsure if not (stands(e.source, e) and stands(e.target, e))]
+        return unsupported + legacy
 
     def remove_dangling_edges(self, ctx: MemoryContext) -> int:
-        """Drop the dangling edges; returns how many."""
-        dangling = [e.id for e in self.dangling_edges(ctx)]
+        """Close the dangling edges that have a support set, drop those without; returns how many."""
+        dangling = self.dangling_edges(ctx)
+        closed = [e for e in dangling if e.support]
+        dropped = [e.id for e in dangling if not e.support]
+        if closed:
+            self.tiers.put_edges(closed)
+        if dropped:
+            self.tiers.delete_edges(ctx, dropped)
         if dangling:
-            self.tiers.delete_edges(ctx, dangling)
             self.graphs.invalidate((ctx.namespace, ctx.user_id))
         return len(dangling)
 
     # -- graph reads ------------------------------------------------------------------------
 
-    def graph(self, ctx: MemoryContext) -> RelationGraph:
-        """The user's graph, from cache while the edges table has not moved."""
+    def graph(
+        self, ctx: MemoryContext, *, as_of: datetime | None = None, include_history: bool = False
+    ) -> RelationGraph:
+        """The user's graph of current edges, from cache while the edges table has not moved.
+
+        ``as_of``: the edges that held then; ``include_history``: every edge, closed ones too (not cached).
+        """
+        if as_of is not None or include_history:
+            return RelationGraph(self._view(ctx, as_of=as_of, include_history=include_history))
         key = (ctx.namespace, ctx.user_id)
         version = self.tiers.store.version("edges")
         graph = self.graphs.get(key, version)
         if graph is None:
-            graph = RelationGraph(self.edges(ctx))
+            graph = RelationGraph(self.current_edges(ctx))
             self.graphs.put(key, version, graph)
         return graph
 
     def _entity(self, ctx: MemoryContext, entity: str) -> str:
         return canonical_subject(entity, aliases=self.tiers.aliases(ctx))
 
-    def connections(self, ctx: MemoryContext, entity: str) -> list[Edge]:
-        """Edges into or out of ``entity`` (empty when relations are off)."""
+    def connections(
+        self, ctx: MemoryContext, entity: str, *, as_of: datetime | None = None, include_history: bool = False
+    ) -> list[Edge]:
+        """Current edges into or out of ``entity`` (empty when relations are off); see :meth:`graph`."""
         if self.options is None:
             return []
-        return self.graph(ctx).neighbours(self._entity(ctx, entity))
+        graph = self.graph(ctx, as_of=as_of, include_history=include_history)
+        return graph.neighbours(self._entity(ctx, entity))
 
-    def relate(self, ctx: MemoryContext, a: str, b: str, *, max_hops: int | None = None) -> list[Edge] | None:
-        """The edges of a shortest path from ``a`` to ``b``, or None."""
+    def relate(
+        self,
+        ctx: MemoryContext,
+        a: str,
+        b: str,
+        *,
+        max_hops: int | None = None,
+        as_of: datetime | None = None,
+        include_history: bool = False,
+    ) -> list[Edge] | None:
+        """The edges of a shortest path from ``a`` to ``b`` over current edges, or None; see :meth:`graph`."""
         if self.options is None:
             return None
-        return self.graph(ctx).path(self._entity(ctx, a), self._entity(ctx, b), max_hops=max_hops)
+        graph = self.graph(ctx, as_of=as_of, include_history=include_history)
+        return graph.path(self._entity(ctx, a), self._entity(ctx, b), max_hops=max_hops)
 
-    def ego_graph(self, ctx: MemoryContext, entity: str, *, radius: int = 1) -> dict[str, Any]:
-        """``{"nodes": [...], "edges": [...]}`` within ``radius`` hops of ``entity``."""
+    def ego_graph(
+        self,
+        ctx: MemoryContext,
+        entity: str,
+        *,
+        radius: int = 1,
+        as_of: datetime | None = None,
+        include_history: bool = False,
+    ) -> dict[str, Any]:
+        """``{"nodes": [...], "edges": [...]}`` within ``radius`` hops of ``entity``; see :meth:`graph`."""
         if self.options is None:
             return {"nodes": [], "edges": []}
         if radius < 0:
             raise InvalidArgumentError("radius must be >= 0")
-        nodes, edges = self.graph(ctx).ego(self._entity(ctx, entity), radius=radius)
+        graph = self.graph(ctx, as_of=as_of, include_history=include_history)
+        nodes, edges = graph.ego(self._entity(ctx, entity), radius=radius)
         return {"nodes": nodes, "edges": edges}
 
     # -- the connect tool -------------------------------------------------------------------
@@ -150,10 +260,13 @@ class Relations:
             if self.options is None:
                 raise InvalidArgumentError("relations are off for this memory; use memory_recall instead")
             now = self.tiers.clock.now()
+            as_of, history = args.as_of, args.include_history
             if args.to is None:
-                edges = await run_blocking(self.connections, ctx, args.from_)
+                edges = await run_blocking(self.connections, ctx, args.from_, as_of=as_of, include_history=history)
             else:
-                path = await run_blocking(self.relate, ctx, args.from_, args.to, max_hops=args.max_hops)
+                path = await run_blocking(
+                    self.relate, ctx, args.from_, args.to, max_hops=args.max_hops, as_of=as_of, include_history=history
+                )
                 edges = path or []
             return [edge_to_memory_item(e, now, half_life=self.semantic) for e in edges]
 
@@ -161,7 +274,8 @@ class Relations:
             name="memory_connect",
             description=(
                 "Explore how people and organisations in the user's life are related. With 'from' alone, list "
-                "everything connected to it; with 'from' and 'to', return the chain of relations between them."
+                "everything connected to it; with 'from' and 'to', return the chain of relations between them. "
+                "Only relations that hold now, unless 'as_of' (a past date) or 'include_history' is given."
             ),
             arguments=ConnectArguments,
             handler=handler,

@@ -418,6 +418,8 @@ class MemorySystem:
             await run_blocking(self.tiers.put_facts, carry_pins(list(plan.facts.values())))  # a pin outlives updates
             if plan.edges:
                 await run_blocking(self.relations.put_edges, ctx, plan.edges)
+            # A superseded fact takes the edges it alone supported with it (closed, kept as history).
+            await run_blocking(self.relations.close_unsupported_edges, ctx)
             done = [e.model_copy(update={**_NO_ERROR, "status": "consolidated", "updated_at": now}) for e in batch]
             await run_blocking(self.tiers.put_episodes, done)
             result.episodes += len(batch)
@@ -433,7 +435,10 @@ class MemorySystem:
         return fact_set_fingerprint(facts)
 
     async def digest(self, ctx: MemoryContext) -> DigestResult:
-        """Write the user's narrative digest from their facts (one model call)."""
+        """Write the user's narrative digest from their active facts and current edges (one model call).
+
+        Superseded facts and closed edges are not shown to the model: the digest states what holds now.
+        """
         checked_context(ctx)
         options = self.capability.digest_options
         if options is None:
@@ -443,7 +448,7 @@ class MemorySystem:
             return DigestResult(digest=None)
         now = self.clock.now()
         ranked = sorted(facts, key=lambda f: (-self.item(f, now).confidence, f.id))[: options.max_facts]
-        edges = await run_blocking(self.relations.edges, ctx)  # empty when relations are off
+        edges = await run_blocking(self.relations.current_edges, ctx)  # empty when relations are off
         names, _ = await self._names(ctx)
         previous = await run_blocking(self.tiers.latest_digest, ctx)
         try:
@@ -502,8 +507,13 @@ class MemorySystem:
     # -- correct, forget, erase, import (memory/_governance.py, _erasure.py, _portability.py) -
 
     async def update(self, ctx: MemoryContext, id: str, *, text: str | None = None, subject: str | None = None) -> Fact:
-        """Correct a fact: the new version supersedes it; the old one keeps its text and validity as history."""
-        return await self.capability.governance.update(ctx, id, text=text, subject=subject)
+        """Correct a fact: the new version supersedes it; the old one keeps its text and validity as history.
+
+        Edges the old version alone supported close unless the new one still names both endpoints.
+        """
+        fact = await self.capability.governance.update(ctx, id, text=text, subject=subject)
+        await run_blocking(self.relations.close_unsupported_edges, checked_context(ctx))
+        return fact
 
     async def pin(self, ctx: MemoryContext, id: str) -> Fact | Episode:
         """Pin a fact or episode: it never decays, expires, is archived or compacted away."""

@@ -16,7 +16,7 @@ from tiermem.memory._decay import reinforce
 from tiermem.memory._errors import InvalidSubjectError
 from tiermem.memory._identity import edge_id, fact_id
 from tiermem.memory._options import RelationsOptions
-from tiermem.memory._records import Edge, Episode, Fact, MemoryContext, WorkingEntry
+from tiermem.memory._records import Edge, Episode, Fact, MemoryContext, WorkingEntry, mentions
 from tiermem.memory._subjects import canonical_subject
 from tiermem.prompts import consolidate
 
@@ -90,7 +90,18 @@ async def consolidate_episodes(
         plan.edges = _edges(
             output.edges, plan=plan, ctx=ctx, aliases=aliases, rel=rel, known=subjects, now=now, turns=turns
         )
+        live = {f.id: f for f in existing if f.status == "active"}
+        live.update({f.id: f for f in plan.facts.values()})
+        plan.edges = [_supported(e, [f for f in live.values() if f.status == "active"]) for e in plan.edges]
     return plan
+
+
+def _supported(edge: Edge, facts: Sequence[Fact]) -> Edge:
+    """The edge with its support set: the active facts naming both endpoints, those of its turns first."""
+    naming = [f for f in facts if mentions(f, edge.source) and mentions(f, edge.target)]
+    turns = set(edge.provenance)
+    own = [f for f in naming if turns & set(f.provenance)] or naming
+    return edge.model_copy(update={"support": tuple(sorted(f.id for f in own))}) if own else edge
 
 
 def _apply(
@@ -241,6 +252,7 @@ def _edges(
             confidence=edge.confidence,
             created_at=now,
             updated_at=now,
+            valid_from=now,
             provenance=turns,
             # Minted endpoints have no facts of their own; the janitor must not take them for dangling.
             metadata={"prompt_version": consolidate.STAGE.version, **({"implicit": minted} if minted else {})},

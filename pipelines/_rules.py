@@ -413,7 +413,17 @@ def _edge_sentence(edge: Edge, other: str, name: str) -> str:
 
 
 def digest(inputs: digest_prompt.Input) -> digest_prompt.Output:
-    """A templated narrative: the user's facts first, then other people in relation to the user."""
+    """A templated narrative: the user's facts first, then other people in relation to the user.
+
+    Narrates only what it is given that holds now: active facts and current edges. The previous
+    digest is never carried over (it may state what has since been superseded).
+    """
+    inputs = inputs.model_copy(
+        update={
+            "facts": [f for f in inputs.facts if f.status == "active"],
+            "edges": [e for e in inputs.edges if e.current],
+        }
+    )
     aliases = _aliases(inputs.user_names)
     first = inputs.user_names[0].strip() if inputs.user_names and inputs.user_names[0].strip() else ""
     name = first[:1].upper() + first[1:] if first else "The user"
@@ -431,7 +441,7 @@ def digest(inputs: digest_prompt.Input) -> digest_prompt.Output:
         if other is not None and all(_display(other).lower() not in line.lower() for line in lines):
             lines.append(_edge_sentence(edge, other, name))
     if not lines:
-        return digest_prompt.Output(text=inputs.previous or f"{name} has no recorded facts yet.")
+        return digest_prompt.Output(text=f"{name} has no recorded facts yet.")
     if not lines[0].startswith(name):
         lines.insert(0, f"{name} is the primary user of this memory.")
     out: list[str] = []

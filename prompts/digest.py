@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tiermem.memory._records import Edge, Fact
 from tiermem.memory._stage import ChatMessages, Stage
 
-VERSION = "digest-v1"
+VERSION = "digest-v2"
 
 
 class Input(BaseModel):
@@ -16,9 +16,9 @@ class Input(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     facts: list[Fact] = Field(description="The user's active facts, most confident first.")
-    edges: list[Edge] = Field(default_factory=list, description="Relations, when they are on.")
+    edges: list[Edge] = Field(default_factory=list, description="Current relations, when they are on.")
     user_names: list[str] = Field(default_factory=list, description="Display names of the primary user.")
-    previous: str | None = Field(default=None, description="The previous digest, if any.")
+    previous: str | None = Field(default=None, description="The previous digest, if any (may be out of date).")
 
 
 class Output(BaseModel):
@@ -32,6 +32,9 @@ Write a short narrative digest (one paragraph, at most 8 sentences) of the prima
 (display names: {user_names}) from the facts below. The digest is about the user. Other people
 appear only in relation to the user ("his wife Moni, who is allergic to shellfish"); never fold
 their facts into the user. Organisations appear through the user's link to them.
+State only what the facts and relations below say holds now. The previous digest may be out of
+date: keep nothing from it that the facts do not support. A past state may appear only as past
+("previously worked at Acme"), never as current.
 """
 
 

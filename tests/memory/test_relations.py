@@ -641,7 +641,7 @@ async def test_connect_tool_schema(make: MakeSystem, ctx: MemoryContext) -> None
     schema = mem.relations.connect_tool(ctx).schema()
     params = schema["function"]["parameters"]
     assert schema["function"]["name"] == "memory_connect"
-    assert set(params["properties"]) == {"from", "to", "max_hops"}
+    assert set(params["properties"]) == {"from", "to", "max_hops", "as_of", "include_history"}
     assert params["required"] == ["from"]
     assert params["additionalProperties"] is False
 

@@ -54,7 +54,7 @@ def test_every_prompt_module_has_one_stage() -> None:
         "observe-v1",
         "encode-episode-v1",
         "consolidate-v1",
-        "digest-v1",
+        "digest-v2",
         "compact-v1",
     }
     assert len({s.name for s in prompts.STAGES}) == len(prompts.STAGES)
