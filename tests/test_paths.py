@@ -10,8 +10,10 @@ import pytest
 
 from tests.sources import REPO
 
-# This checkout's own parent folder, and the usual home folders, as they would appear in a path.
-PREFIXES = {str(REPO.parent), "/home", "/Users", "/root"} - {REPO.anchor}
+# The folders one machine's checkouts and data live in (this workplace's /work, the usual homes), as
+# they would appear in a path. Not the checkout's own parent: CI clones anywhere, /tmp included,
+# where `--out /tmp/x.md` in a usage line is fine.
+PREFIXES = {"/work", "/home", "/Users", "/root"}
 MACHINE_PATHS = re.compile("|".join(re.escape(f"{prefix.rstrip('/')}/") for prefix in sorted(PREFIXES)))
 TEXT = sorted(
     {REPO / "README.md", REPO / "pyproject.toml"}
