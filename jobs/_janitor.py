@@ -1,4 +1,8 @@
-"""The hygiene janitor: decay, archive, expire, drop dangling edges, compact facts and storage."""
+"""The hygiene janitor: decay, archive, expire, settle dangling edges, compact facts and storage.
+
+Each step has its switch in :class:`HygieneOptions`; ``hygiene=False`` turns them all off, and
+then a run reads nothing but the options and writes nothing.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,20 @@ from datetime import datetime
 from tiermem.memory._blocking import run_blocking
 from tiermem.memory._decay import effective_confidence, turn_decay
 from tiermem.memory._errors import TiermemError
+from tiermem.memory._options import HygieneOptions
 from tiermem.memory._records import Fact, MemoryContext
 from tiermem.memory._system import MemorySystem
 from tiermem.pipelines import compact_subject
 
-__all__ = ["JanitorReport", "run_janitor"]
+from ._expiry import expire
+
+__all__ = ["STEPS", "JanitorReport", "run_janitor"]
 
 log = logging.getLogger("tiermem.jobs.janitor")
 
 WORKING_FADE_BELOW = 0.05  # a working entry this faded leaves the active set (it stays in the session log)
+STEPS = ("decay", "archive", "dangling_edges", "ttl", "compaction", "optimize")
+"""The janitor's steps in run order, each a switch of :class:`HygieneOptions`."""
 
 
 @dataclass(kw_only=True)
@@ -25,11 +34,21 @@ class JanitorReport:
     """What one janitor run changed (or, in a dry run, would change)."""
 
     dry_run: bool
+    steps: list[str] = field(default_factory=list)
+    """The steps this run took (switched on in the hygiene options)."""
     users: int = 0
     facts_archived: int = 0
     working_faded: int = 0
     episodes_expired: int = 0
+    turns_removed: int = 0
+    """Turns of expired episodes deleted."""
+    turns_kept: int = 0
+    """Turns of expired episodes kept (compacted) because a live fact or edge cites them."""
+    citations_rewritten: int = 0
+    """Facts and edges whose provenance stopped citing expired turns (see ``jobs._expiry``)."""
     edges_removed: int = 0
+    """Edges taken out of the current graph: closed, or deleted (``edges_deleted`` of them)."""
+    edges_deleted: int = 0
     facts_merged: int = 0
     compaction_refused: int = 0
     compaction_failed: int = 0
@@ -39,27 +58,51 @@ class JanitorReport:
         return asdict(self)
 
 
+def enabled_steps(hygiene: HygieneOptions | None) -> list[str]:
+    """The steps ``hygiene`` switches on (none for ``hygiene=False``)."""
+    return [] if hygiene is None else [step for step in STEPS if getattr(hygiene, step)]
+
+
 async def run_janitor(mem: MemorySystem, now: datetime | None = None, *, dry_run: bool = False) -> JanitorReport:
     """One pass over every user in the store; idempotent and safe beside live captures."""
     now = now or mem.clock.now()
-    report = JanitorReport(dry_run=dry_run)
-    for ctx in await run_blocking(mem.tiers.users):
-        report.users += 1
-        archived = await _facts(mem, ctx, now, report, dry_run)
-        await _working(mem, ctx, now, report, dry_run)
-        await _episodes(mem, ctx, now, report, dry_run)
-        if mem.relations.options is not None:
-            if dry_run:  # the facts this run would archive count as gone
-                report.edges_removed += len(await run_blocking(mem.relations.dangling_edges, ctx, ignoring=archived))
-            else:
-                report.edges_removed += await run_blocking(mem.relations.remove_dangling_edges, ctx)
-        await _compact(mem, ctx, now, report, dry_run)
     hygiene = mem.capability.hygiene
-    if not dry_run and hygiene is not None:
+    steps = enabled_steps(hygiene)
+    report = JanitorReport(dry_run=dry_run, steps=steps)
+    if not steps:  # hygiene off: not even a read that could create a missing table
+        log.info("janitor: every step is off for this system")
+        return report
+    for ctx in await run_blocking(_users, mem):
+        report.users += 1
+        archived = await _facts(mem, ctx, now, report, dry_run) if "archive" in steps else set()
+        if "decay" in steps:
+            await _working(mem, ctx, now, report, dry_run)
+        if "dangling_edges" in steps and mem.relations.options is not None:
+            # In a dry run the facts this run would archive count as ended already.
+            close, delete = await run_blocking(mem.relations.dangling, ctx, ignoring=archived if dry_run else ())
+            report.edges_removed += len(close) + len(delete)
+            report.edges_deleted += len(delete)
+            if not dry_run:
+                await run_blocking(mem.relations.settle_dangling, ctx, close, delete)
+        if "ttl" in steps:  # after the edges settle: which turns stay depends on what is still live
+            expiry = await expire(mem, ctx, now, dry_run=dry_run, ended=archived)
+            report.episodes_expired += expiry.episodes
+            report.turns_removed += expiry.turns_removed
+            report.turns_kept += expiry.turns_kept
+            report.citations_rewritten += expiry.citations_rewritten
+        if "compaction" in steps:
+            await _compact(mem, ctx, now, report, dry_run)
+    if not dry_run and hygiene is not None and "optimize" in steps:
         await run_blocking(mem.store.optimize, cleanup_older_than=hygiene.cleanup_older_than)
     report.store = await run_blocking(mem.store.stats)
     log.info("janitor: %s", report.as_dict())
     return report
+
+
+def _users(mem: MemorySystem) -> list[MemoryContext]:
+    """Every user with memories, edges included: edges can outlive every fact they were derived from."""
+    pairs = {(c.namespace, c.user_id) for c in mem.tiers.users()} | set(mem.store.scopes("edges"))
+    return [MemoryContext(namespace=ns, user_id=user) for ns, user in sorted(pairs)]
 
 
 async def _facts(
@@ -99,18 +142,6 @@ async def _working(mem: MemorySystem, ctx: MemoryContext, now: datetime, report:
     report.working_faded += len(faded)
     if faded and not dry_run:
         await run_blocking(mem.tiers.put_working, faded)
-
-
-async def _episodes(mem: MemorySystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool) -> None:
-    episodic = mem.capability.episodic
-    if episodic is None or episodic.ttl is None:
-        return
-    cutoff = now - episodic.ttl
-    episodes = await run_blocking(mem.tiers.episodes, ctx)
-    expired = [e for e in episodes if e.ended_at < cutoff and e.status != "pending" and not e.pinned]
-    report.episodes_expired += len(expired)
-    if expired and not dry_run:  # TTL means gone: the episode, its turns, its session's closed entries
-        await run_blocking(mem.tiers.forget_episodes, ctx, expired)
 
 
 async def _compact(mem: MemorySystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool) -> None:

@@ -20,7 +20,9 @@ from ._clock import Clock, SystemClock
 from ._context import TokenCounter, approx_tokens, render_context
 from ._embedders import Embedder, embedder_for_store, resolve_embedder
 from ._errors import ConfigurationError, InvalidArgumentError
+from ._feedback import FeedbackReport, RecallResult, Receipts, apply_feedback
 from ._governance import Governance, MemoryPage, MemoryStats, MemoryVersion
+from ._lineage import Lineage, checked_where
 from ._options import (
     MEMORY_CAPABILITY_PRESETS,
     CapabilityPreset,
@@ -69,6 +71,7 @@ class MemoryProvider(Protocol):
         limit: int = 10,
         tiers: Sequence[str] | None = None,
         subject: str | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> list[RankedMemoryItem]: ...
 
     async def format_context(self, ctx: MemoryContext, input: str, *, max_tokens: int | None = None) -> str: ...
@@ -106,8 +109,13 @@ class MemoryCapability:
         self.preset = preset
         self.max_context_tokens = max_context_tokens
         self.token_counter = token_counter
+        self.lineage = Lineage(tiers.store)
         self.search = Search(
-            tiers=tiers, relations=self.relations, enabled=self.enabled_tiers(), options=recall_options
+            tiers=tiers,
+            relations=self.relations,
+            enabled=self.enabled_tiers(),
+            options=recall_options,
+            lineage=self.lineage,
         )
         self.governance = Governance(
             store=tiers.store,
@@ -115,7 +123,9 @@ class MemoryCapability:
             clock=tiers.clock,
             semantic=tiers.semantic,
             working=tiers.working,
+            lineage=self.lineage,
         )
+        self.receipts = Receipts()
         self.portability = Portability(self.governance)
 
     @property
@@ -157,10 +167,17 @@ class MemoryCapability:
         limit: int = 10,
         tiers: Sequence[str] | None = None,
         subject: str | None = None,
-    ) -> list[RankedMemoryItem]:
-        """Memories across the enabled tiers, ranked for ``cue`` (most recent and salient without one)."""
+        where: Mapping[str, Any] | None = None,
+    ) -> RecallResult:
+        """Memories across the enabled tiers, ranked for ``cue`` (most recent and salient without one).
+
+        ``where``: only memories from turns captured with matching metadata (``{"channel": "email"}``,
+        ``{"labels": {"contains": "work"}}``, ``{"source": {"in": [...]}}``). The result is a list with a
+        ``receipt`` for :meth:`feedback`. What no longer holds (a superseded fact, a turn all of whose facts
+        were superseded) has ``metadata["superseded"]`` and ranks below what replaced it.
+        """
         checked_context(ctx)
-        return await run_blocking(self.recall_sync, ctx, cue, limit=limit, tiers=tiers, subject=subject)
+        return await run_blocking(self.recall_sync, ctx, cue, limit=limit, tiers=tiers, subject=subject, where=where)
 
     def recall_sync(
         self,
@@ -170,7 +187,8 @@ class MemoryCapability:
         limit: int = 10,
         tiers: Sequence[str] | None = None,
         subject: str | None = None,
-    ) -> list[RankedMemoryItem]:
+        where: Mapping[str, Any] | None = None,
+    ) -> RecallResult:
         """The blocking body of :meth:`recall`."""
         checked_context(ctx)
         if cue is not None:
@@ -181,7 +199,19 @@ class MemoryCapability:
             raise InvalidArgumentError("limit must be an int between 1 and 1000")
         if isinstance(tiers, str):
             raise InvalidArgumentError("tiers must be a list of tier names, not a string")
-        return self.search.recall(ctx, cue, limit=limit, tiers=tiers, subject=subject)
+        found = self.search.recall(ctx, cue, limit=limit, tiers=tiers, subject=subject, where=checked_where(where))
+        return RecallResult(found, receipt=self.receipts.issue(ctx, (i.id for i in found), self.clock.now()))
+
+    async def feedback(
+        self, ctx: MemoryContext, receipt: str, *, used: Sequence[str] = (), unhelpful: Sequence[str] = ()
+    ) -> FeedbackReport:
+        """Say which memories of a recall helped: ``used`` ones are reinforced, ``unhelpful`` ones lose a
+        step of confidence (never below 0, never when pinned). Only ids that recall returned; once per
+        receipt (the same call again changes nothing). Each change shows in ``history``."""
+        checked_context(ctx)
+        return await run_blocking(
+            apply_feedback, self.governance, self.receipts, ctx, receipt, used=used, unhelpful=unhelpful
+        )
 
     # -- context block ----------------------------------------------------------------------
 
@@ -222,9 +252,16 @@ class MemoryCapability:
 
     # -- tools ------------------------------------------------------------------------------
 
-    def tools(self, ctx: MemoryContext) -> Toolset:
-        """Tools bound to ``ctx``; arguments can never change whose memory they read."""
+    def tools(self, ctx: MemoryContext, *, write: bool = False) -> Toolset:
+        """Tools bound to ``ctx``; arguments can never change whose memory they read.
+
+        ``write``: the agent's write tools, which only the write side offers (``system(...).tools``).
+        """
         checked_context(ctx)
+        if write is not False:
+            raise ConfigurationError(
+                "a capability is the read side and offers no write tools: use system(...).tools(ctx, write=True)"
+            )
         bound: list[MemoryTool] = []
         if "memory_recall" in self.preset.tools:
             bound.append(self._recall_tool(ctx))
@@ -309,17 +346,38 @@ class MemoryCapability:
         valid_from: datetime | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> Fact:
-        """Add a fact; the same fact again reinforces it instead of duplicating it."""
+        """Add a fact; the same fact again reinforces it instead of duplicating it.
+
+        ConfigurationError when the semantic tier is off: recall would never return the fact.
+        """
+        if self.semantic is None:
+            raise ConfigurationError(
+                "remember() and add_semantic_fact() write a semantic fact, but the semantic tier is off "
+                "(semantic=False) and recall would never return it: turn it on, or capture the text as a turn"
+            )
         return await run_blocking(
             self.tiers.add_semantic_fact, checked_context(ctx), text, subject=subject, confidence=confidence,
             provenance=provenance, valid_from=valid_from, metadata=metadata,
         )  # fmt: skip
 
-    async def remember(self, ctx: MemoryContext, text: str, *, subject: str = USER) -> Fact:
-        """Store something the application was told to remember, as a high-confidence fact."""
+    async def remember(
+        self,
+        ctx: MemoryContext,
+        text: str,
+        *,
+        subject: str = USER,
+        provenance: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Fact:
+        """Store something the application was told to remember, as a high-confidence fact.
+
+        ``metadata`` is merged over ``{"source": "remember"}`` (the agent's tool sets ``"agent"``);
+        ``provenance``: the turns it came from.
+        """
         return await self.add_semantic_fact(
-            ctx, text, subject=subject, confidence=0.95, metadata={"source": "remember"}
-        )
+            ctx, text, subject=subject, confidence=0.95, provenance=provenance,
+            metadata={"source": "remember", **(metadata or {})},
+        )  # fmt: skip
 
     async def set_digest(
         self,
@@ -415,12 +473,16 @@ class MemoryCapability:
         tier: Tier | Sequence[Tier] | None = None,
         subject: str | None = None,
         status: str | Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> MemoryPage:
-        """The user's memories oldest first, a page at a time: pass ``next_cursor`` back for the next."""
+        """The user's memories oldest first, a page at a time: pass ``next_cursor`` back for the next.
+
+        ``where``: only memories from turns captured with matching metadata, as for :meth:`recall`.
+        """
         return await self.governance.list_memories(
-            ctx, tier=tier, subject=subject, status=status, limit=limit, cursor=cursor
+            ctx, tier=tier, subject=subject, status=status, where=where, limit=limit, cursor=cursor
         )
 
 
@@ -428,9 +490,22 @@ def _default_store() -> str:
     return os.environ.get("TIERMEM_STORE") or str(Path.home() / ".tiermem" / "store")
 
 
+def _storage_options(options: Mapping[str, str] | None, store: object) -> dict[str, str]:
+    """Checked object-store options: string keys and values, and no Store already opened with its own."""
+    if options is None:
+        return {}
+    pairs = options.items() if isinstance(options, Mapping) else None
+    if pairs is None or not all(isinstance(k, str) and isinstance(v, str) for k, v in pairs):
+        raise ConfigurationError("storage_options must be a mapping of str to str (e.g. {'allow_http': 'true'})")
+    if isinstance(store, Store):
+        raise ConfigurationError("storage_options apply to a store path or URI, not to an already opened Store")
+    return dict(options)
+
+
 def create_memory_capability(
     *,
     store: str | Path | Store | None = None,
+    storage_options: Mapping[str, str] | None = None,
     embedder: Embedder | str | None = None,
     embedder_dimensions: int | None = None,
     working: bool | dict[str, Any] | WorkingOptions = True,
@@ -447,6 +522,8 @@ def create_memory_capability(
 ) -> MemoryCapability:
     """Build the read side over a store (a folder, ``s3://...`` or ``db://...``).
 
+    ``storage_options``: credentials and endpoint of an object store, as LanceDB takes them (e.g.
+    ``aws_endpoint``, ``aws_access_key_id``, ``allow_http``); without them the ``AWS_*`` variables apply.
     ``embedder``: a name, a litellm model (+ ``embedder_dimensions``) or an :class:`Embedder`;
     ``working``, ``episodic``, ``semantic``, ``digest``, ``hygiene``: True / False / dict / options
     model each; ``recall``: ranking weights; ``preset``: which tools and context sections.
@@ -461,8 +538,9 @@ def create_memory_capability(
         raise ConfigurationError(f"preset must be a name or a CapabilityPreset, not {type(preset).__name__}")
     if isinstance(max_context_tokens, bool) or not isinstance(max_context_tokens, int) or max_context_tokens < 16:
         raise ConfigurationError("max_context_tokens must be an int of at least 16")
+    options = _storage_options(storage_options, store)
     if embedder is None and (store is None or isinstance(store, (str, Path))):  # an existing store keeps its own
-        embedder = embedder_for_store(str(store) if store is not None else _default_store())
+        embedder = embedder_for_store(str(store) if store is not None else _default_store(), storage_options=options)
     emb = resolve_embedder(embedder, dimensions=embedder_dimensions)
     if isinstance(store, Store):
         if (store.embedder_id, store.dimensions) != (emb.id, emb.dimensions):
@@ -470,7 +548,7 @@ def create_memory_capability(
         opened = store
     elif store is None or isinstance(store, (str, Path)):
         uri = str(store) if store is not None else _default_store()
-        opened = Store(uri, embedder_id=emb.id, dimensions=emb.dimensions)
+        opened = Store(uri, embedder_id=emb.id, dimensions=emb.dimensions, storage_options=options)
     else:
         raise ConfigurationError(f"store must be a path, a URI or a Store, not {type(store).__name__}")
     tiers = Tiers(

@@ -14,7 +14,7 @@ import os
 import re
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -397,7 +397,7 @@ def embedder_for_id(embedder_id: str) -> Embedder | None:
     return None
 
 
-def embedder_for_store(uri: str) -> Embedder:
+def embedder_for_store(uri: str, *, storage_options: Mapping[str, str] | None = None) -> Embedder:
     """For ``embedder=None``: the shipped embedder that made the store at ``uri``, else the default.
 
     So a store made with an earlier default (``minilm-static``) keeps opening with it;
@@ -405,7 +405,7 @@ def embedder_for_store(uri: str) -> Embedder:
     """
     from ._store import stored_meta
 
-    made = stored_meta(uri).get("embedder_id")
+    made = stored_meta(uri, storage_options=storage_options).get("embedder_id")
     own = embedder_for_id(made) if made else None
     if own is None:
         return resolve_embedder(None)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from ._errors import InvalidArgumentError
 
-__all__ = ["MAX_FILTER_VALUE", "Where", "checked_column", "sql_literal"]
+__all__ = ["MAX_FILTER_VALUE", "MAX_TEXT_CUE", "Where", "checked_column", "fts_cue", "sql_literal", "sql_timestamp"]
 
 MAX_FILTER_VALUE = 4096
+# A full-text cue of more distinct words is cut: BM25 over hundreds of terms finds nothing better.
+MAX_TEXT_CUE = 64
+_WORD = re.compile(r"\w+(?:'\w+)*")
 _FILTER_COLUMNS = frozenset({"id", "namespace", "user_id", "session_id", "subject", "status"})
 
 
@@ -22,6 +27,25 @@ def sql_literal(value: str) -> str:
     if len(value) > MAX_FILTER_VALUE:
         raise InvalidArgumentError(f"filter value is longer than {MAX_FILTER_VALUE} characters")
     return "'" + value.replace("'", "''") + "'"
+
+
+def sql_timestamp(value: datetime) -> str:
+    """A timezone-aware datetime as a DataFusion timestamp literal (UTC, microseconds)."""
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise InvalidArgumentError(f"a timestamp filter needs an aware datetime, not {value!r}")
+    return "TIMESTAMP '" + value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") + "'"
+
+
+def fts_cue(text: str) -> str:
+    """The words of a full-text cue, without what the engine would read as query syntax.
+
+    Quotes (phrases), operators, brackets, field prefixes (``a:b``) and escapes are dropped; words,
+    digits and any script's letters stay, so ``'"Lisbon"'`` still finds Lisbon.
+    """
+    unique: dict[str, str] = {}
+    for word in _WORD.findall(text):
+        unique.setdefault(word.casefold(), word)  # a repeated word adds nothing
+    return " ".join(list(unique.values())[:MAX_TEXT_CUE])
 
 
 @dataclass(frozen=True, kw_only=True)

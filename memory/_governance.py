@@ -25,6 +25,7 @@ from ._clock import Clock
 from ._embedders import Embedder
 from ._errors import InvalidArgumentError, MemoryNotFoundError
 from ._identity import fact_id
+from ._lineage import Lineage, checked_where
 from ._options import SemanticOptions, WorkingOptions
 from ._recall import to_memory_item
 from ._records import Digest, Edge, Episode, Fact, MemoryContext, MemoryItem, Tier, Turn, WorkingEntry
@@ -82,6 +83,9 @@ class MemoryVersion(_Frozen):
     supersedes: tuple[str, ...] = Field(default=(), description="The versions it replaced.")
     pinned: bool = Field(default=False, description="Pinned by the user.")
     turns: tuple[Turn, ...] = Field(default=(), description="The captured turns behind this version.")
+    feedback: tuple[dict[str, Any], ...] = Field(
+        default=(), description="Recall feedback applied to this version, oldest first (see ``feedback``)."
+    )
 
 
 class MemoryStats(_Frozen):
@@ -144,12 +148,14 @@ class Governance:
         clock: Clock,
         semantic: SemanticOptions | None = None,
         working: WorkingOptions | None = None,
+        lineage: Lineage | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.clock = clock
         self.semantic = semantic
         self.working = working
+        self.lineage = lineage or Lineage(store)
 
     # -- the async API (each runs its blocking body off the event loop) ----------------------
 
@@ -160,13 +166,15 @@ class Governance:
         tier: Tier | Sequence[Tier] | None = None,
         subject: str | None = None,
         status: str | Sequence[str] | None = None,
+        where: Any = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> MemoryPage:
         """The user's memories oldest first, by ``(created_at, id)``: a page and the cursor of the next."""
         return await asyncio.to_thread(
-            self.list_sync, checked_context(ctx), tier=tier, subject=subject, status=status, limit=limit, cursor=cursor
-        )
+            self.list_sync, checked_context(ctx), tier=tier, subject=subject, status=status, where=where,
+            limit=limit, cursor=cursor,
+        )  # fmt: skip
 
     async def get(self, ctx: MemoryContext, id: str) -> MemoryItem:
         """One memory of any tier (or a captured turn) by id."""
@@ -236,10 +244,11 @@ class Governance:
         tier: Tier | Sequence[Tier] | None = None,
         subject: str | None = None,
         status: str | Sequence[str] | None = None,
+        where: Any = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> MemoryPage:
-        """The blocking body of ``list``."""
+        """The blocking body of ``list``; ``where`` filters on captured metadata (see :mod:`._lineage`)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidArgumentError("limit must be an integer between 1 and 1000")
         tiers = list(TIER_TABLES) if tier is None else _strings(tier, "tier")
@@ -248,6 +257,9 @@ class Governance:
             raise InvalidArgumentError(f"unknown tiers {unknown}; choose from {list(TIER_TABLES)}")
         statuses = None if status is None else _strings(status, "status")
         after = _decode_cursor(cursor) if cursor is not None else None
+        matcher = checked_where(where)
+        tables = [table for t, table in TIER_TABLES.items() if t in tiers]
+        allowed = self.lineage.matching(ctx, matcher, tables) if matcher is not None else None
         canon = canonical_subject(subject, aliases=self._aliases(ctx)) if subject is not None else None
         keys: list[tuple[datetime, str, TableName]] = []
         for table in (table for t, table in TIER_TABLES.items() if t in tiers):
@@ -260,6 +272,8 @@ class Governance:
             if canon is not None:
                 eq["subject"] = canon
             keys += [(when, rid, table) for when, rid in self.store.keys(table, Where(eq=eq, isin=isin))]
+        if allowed is not None:
+            keys = [k for k in keys if k[1] in allowed.get(k[2], ())]
         keys.sort()
         if after is not None:
             keys = [k for k in keys if (k[0], k[1]) > after]
@@ -330,6 +344,7 @@ class Governance:
                     supersedes=tuple(sorted(before.get(v.id, ()))),
                     pinned=getattr(v, "pinned", False),
                     turns=tuple(turns[p] for p in getattr(v, "provenance", ()) if p in turns),
+                    feedback=tuple(getattr(v, "metadata", {}).get("feedback", ())),
                 )
             )
         depth = {v.id: len(self.ancestors(v.id, before)) for v in versions}  # a version comes after its ancestors
@@ -355,10 +370,12 @@ class Governance:
         counts["turns"] = self.store.counts("turns", where, "status")
         aliases = self.store.count("aliases", where)
         counts["aliases"] = {"active": aliases} if aliases else {}
-        pending = {
-            "turns": counts["turns"].get("pending", 0) + counts["turns"].get("failed", 0),
+        pending = {  # "parked": out of retries, waiting for retry_pending(include_parked=True)
+            "turns": counts["turns"].get("pending", 0),
+            "turns_parked": counts["turns"].get("failed", 0),
             "episodes": counts["episodic"].get("pending", 0),
             "episodes_failed": counts["episodic"].get("failed", 0),
+            "episodes_parked": counts["episodic"].get("parked", 0),
         }
         return MemoryStats(counts=counts, pending=pending, bytes_on_disk=self.store.disk_bytes())
 

@@ -17,17 +17,19 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 __all__ = [
     "Scope",
     "alias_id",
+    "capture_keys",
     "digest_id",
     "edge_id",
     "episode_id",
     "fact_id",
     "fact_set_fingerprint",
+    "lease_key",
     "observation_id",
     "turn_id",
     "working_entry_id",
@@ -71,9 +73,36 @@ def _fold(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def turn_id(scope: Scope, *, session_id: str, seq: int) -> str:
-    """The ``seq``-th captured turn of a session."""
-    return _stable_id("turn", scope.namespace, scope.user_id, session_id, str(seq))
+def turn_id(scope: Scope, *, session_id: str, key: str) -> str:
+    """The captured turn of a session named by its idempotency ``key`` (see :func:`capture_keys`).
+
+    Not by its position: two processes capturing into one session at once must never name their
+    turns alike, and a rerun of the same capture must name its turn alike.
+    """
+    return _stable_id("turn", scope.namespace, scope.user_id, session_id, "key", key)
+
+
+def capture_keys(
+    messages: Iterable[tuple[str, str | None, str]],
+    *,
+    key: str | None,
+    at: datetime | None,
+    now: datetime,
+    window: timedelta,
+) -> list[str]:
+    """The idempotency keys a capture may already be journaled under; the first names a new turn.
+
+    The caller's ``key`` when given; else the messages (role, name, content) with the turn's own time
+    ``at``; else the messages with ``now`` in ``window``-wide buckets (this one and the one before),
+    so a rerun of a capture whose outcome was unknown within one window returns the first turn.
+    """
+    if key is not None:
+        return [f"caller\x1f{key}"]
+    content = _stable_id("msgs", *("\x1e".join((role, name or "", text)) for role, name, text in messages))
+    if at is not None:
+        return [f"at\x1f{content}\x1f{at.isoformat()}"]
+    bucket = int(now.timestamp() // window.total_seconds())
+    return [f"window\x1f{content}\x1f{b}" for b in (bucket, bucket - 1)]
 
 
 def observation_id(turn: _TurnLike, *, index: int) -> str:
@@ -114,3 +143,8 @@ def alias_id(scope: Scope, *, name: str) -> str:
 def fact_set_fingerprint(facts: Iterable[_Versioned]) -> str:
     """Names a set of facts at their current versions: it changes when any fact is added, removed or updated."""
     return _stable_id("facts", *sorted(f"{f.id}@{f.updated_at.isoformat()}" for f in facts))
+
+
+def lease_key(kind: str, scope: Scope, *, session_id: str | None = None) -> str:
+    """The lease on one user's (or session's) ``kind`` of work; hashed, so no id lingers in the leases table."""
+    return _stable_id(f"lease-{kind}", scope.namespace, scope.user_id, session_id or "")

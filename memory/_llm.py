@@ -10,11 +10,16 @@ Errors: :func:`map_model_error` is the one place litellm's exceptions become tie
 connection and server errors) are retried here with exponential backoff, ``num_retries`` times;
 permanent ones (authentication, permission, not found, bad request) fail at once. litellm itself
 is always called with ``num_retries=0``: it would retry a 401 as readily as a 503.
+
+Context window: :attr:`LLM.context_window` is what litellm knows of the model (or what the caller
+set); a prompt that exceeds it is refused here, before anything is sent, with
+:class:`ModelContextWindowError`; the pipelines fit their inputs below :meth:`LLM.input_budget`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -34,6 +39,7 @@ from litellm.llms.custom_llm import CustomLLM
 from pydantic import BaseModel, ValidationError
 
 from ._errors import (
+    ConfigurationError,
     ModelAuthenticationError,
     ModelBadRequestError,
     ModelConnectionError,
@@ -54,14 +60,18 @@ from ._stage import StageCall
 from ._usage import UsageLedger
 
 __all__ = [
+    "DEFAULT_MAX_INPUT_TOKENS",
+    "INPUT_SHARE",
     "LLM",
     "FakeEmbedHandler",
     "FakeHandler",
     "config_fingerprint",
+    "context_window_exceeded",
     "embed_texts",
     "install_fake_embedder",
     "install_fake_provider",
     "map_model_error",
+    "message_tokens",
 ]
 
 log = logging.getLogger(__name__)
@@ -71,6 +81,13 @@ litellm.telemetry = False
 
 T = TypeVar("T", bound=BaseModel)
 FAKE_PROVIDER = "tiermem-fake"
+
+DEFAULT_MAX_INPUT_TOKENS = 8192
+"""The input window assumed for a model litellm does not know: small enough for nearly every chat model."""
+INPUT_SHARE = 0.8
+"""Of the window, what a stage's input may fill: the rest absorbs tokenizer differences between litellm's
+counter and the provider's, and the validation retries' extra messages."""
+MIN_INPUT_BUDGET = 256  # however large the schema, a stage is left this much for its input
 
 # Tests flip this off so that any call to a real provider fails loudly instead of touching the network.
 _real_requests_allowed = True
@@ -241,6 +258,31 @@ def config_fingerprint(model: str, settings: dict[str, Any] | None = None) -> st
     return f"{model}#{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 
+def _text_tokens(model: str, text: str) -> int:
+    try:
+        return int(litellm.token_counter(model=model, text=text))
+    except Exception:  # a tokenizer litellm cannot load: every token is at least one byte, most are three or more
+        return len(text.encode("utf-8")) // 3 + 1
+
+
+def message_tokens(model: str, messages: Sequence[dict[str, Any]]) -> int:
+    """Prompt tokens of ``messages`` for ``model``, by litellm's counter (its default tokenizer for unknown models)."""
+    try:
+        return int(litellm.token_counter(model=model, messages=[dict(m) for m in messages]))
+    except Exception:  # as _text_tokens, plus litellm's few tokens of framing per message
+        return sum(_text_tokens(model, str(m.get("content", ""))) + 4 for m in messages) + 3
+
+
+def _known_window(model: str) -> int | None:
+    """The model's input window as litellm knows it (None when it does not)."""
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:  # unknown models: litellm raises rather than answering None
+        return None
+    window = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(window) if isinstance(window, int) and window > 0 else None
+
+
 def _schema_prompt(output: type[BaseModel]) -> str:
     schema = json.dumps(output.model_json_schema(), separators=(",", ":"))
     return f"Reply with a single JSON object, no prose, matching this JSON schema:\n{schema}"
@@ -252,6 +294,7 @@ class LLM:
     ``num_retries``: further attempts after a transient failure (timeout, rate limit, connection
     or server error), ``retry_backoff`` seconds apart, doubling each time (rate limits wait 4x
     longer). ``validation_retries``: further attempts after output that does not validate.
+    ``max_input_tokens``: the model's input window, for models litellm does not know (or knows wrong).
     """
 
     def __init__(
@@ -265,8 +308,12 @@ class LLM:
         ledger: UsageLedger | None = None,
         temperature: float | None = 0.0,
         extra: dict[str, Any] | None = None,
+        max_input_tokens: int | None = None,
     ) -> None:
+        if max_input_tokens is not None and (isinstance(max_input_tokens, bool) or max_input_tokens < 1):
+            raise ConfigurationError(f"max_input_tokens must be a positive number, not {max_input_tokens!r}")
         self.model = model
+        self.max_input_tokens = max_input_tokens
         self.timeout = timeout
         self.num_retries = num_retries
         self.validation_retries = validation_retries
@@ -278,7 +325,29 @@ class LLM:
     @property
     def fingerprint(self) -> str:
         """The model configuration calls are made with now (see :func:`config_fingerprint`)."""
-        return config_fingerprint(self.model, {"temperature": self.temperature, "extra": self.extra})
+        settings: dict[str, Any] = {"temperature": self.temperature, "extra": self.extra}
+        if self.max_input_tokens is not None:  # only when set, so that existing fingerprints stay as they were
+            settings["max_input_tokens"] = self.max_input_tokens
+        return config_fingerprint(self.model, settings)
+
+    @functools.cached_property
+    def context_window(self) -> int | None:
+        """Input tokens the model takes: ``max_input_tokens`` if given, else litellm's; None when unknown."""
+        return self.max_input_tokens or _known_window(self.model)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` for this model (litellm's counter)."""
+        return _text_tokens(self.model, text)
+
+    def input_budget(self, output: type[BaseModel]) -> int:
+        """Tokens a stage's messages may fill when asking for ``output``.
+
+        A share of the window (:data:`DEFAULT_MAX_INPUT_TOKENS` when unknown), less the output schema,
+        which is sent either way (in the prompt or as the response format).
+        """
+        window = self.context_window or DEFAULT_MAX_INPUT_TOKENS
+        schema = self.count_tokens(_schema_prompt(output))
+        return max(int(window * INPUT_SHARE) - schema, MIN_INPUT_BUDGET)
 
     def _response_format(self, output: type[BaseModel]) -> tuple[dict[str, Any], bool]:
         """JSON schema when the model supports it; else JSON mode and the schema goes in the prompt."""
@@ -345,7 +414,18 @@ class LLM:
         response_format: dict[str, Any],
         call: StageCall[Any, Any] | None = None,
     ) -> str:
-        """One completion; transient failures retried with backoff, everything else raised at once."""
+        """One completion; transient failures retried with backoff, everything else raised at once.
+
+        A prompt larger than the known context window is refused without being sent.
+        """
+        window = self.context_window
+        if window is not None and (size := message_tokens(self.model, messages)) > window:
+            self.ledger.record(stage, failures=1)
+            raise ModelContextWindowError(
+                f"{stage}: the prompt has {size} tokens, more than {self.model}'s context window of {window}; not sent",
+                stage=stage,
+                model=self.model,
+            )
         kwargs: dict[str, Any] = dict(self.extra)
         if call is not None and self.model.startswith(f"{FAKE_PROVIDER}/"):
             kwargs["metadata"] = {_STAGE_CALL: call}  # in-process fakes only: litellm hands it to _FakeProvider
@@ -515,11 +595,27 @@ def _register_provider() -> None:
         custom_llm_setup()  # type: ignore[no-untyped-call]
 
 
-def install_fake_provider(name: str, handler: FakeHandler) -> str:
-    """Install an in-process fake reachable as ``tiermem-fake/<name>``; returns that model string."""
+def install_fake_provider(name: str, handler: FakeHandler, *, context_window: int | None = None) -> str:
+    """Install an in-process fake reachable as ``tiermem-fake/<name>``; returns that model string.
+
+    ``context_window``: the input tokens litellm is told the model takes (``litellm.get_model_info``).
+    """
     _fakes[name] = handler
     _register_provider()
-    return f"{FAKE_PROVIDER}/{name}"
+    model = f"{FAKE_PROVIDER}/{name}"
+    if context_window is not None:
+        litellm.register_model(
+            {model: {"max_input_tokens": context_window, "litellm_provider": FAKE_PROVIDER, "mode": "chat"}}
+        )
+    return model
+
+
+def context_window_exceeded(model: str, *, tokens: int, window: int) -> Exception:
+    """The error a provider raises for a prompt of ``tokens`` beyond its ``window`` (litellm's type, for fakes)."""
+    message = (
+        f"This model's maximum context length is {window} tokens. However, your messages resulted in {tokens} tokens."
+    )
+    return llm_errors.ContextWindowExceededError(message=message, model=model, llm_provider=FAKE_PROVIDER)
 
 
 def install_fake_embedder(name: str, handler: FakeEmbedHandler) -> str:

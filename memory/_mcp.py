@@ -11,7 +11,9 @@ operator's proxy sets, ``--user-header``). No tool or resource takes a user or a
 client can neither read nor write another user's memory.
 
 Tools: ``recall``; ``connect`` when relations are on; ``remember`` and ``forget`` (by the id
-``recall`` returns) with ``--allow-writes``. Resources: ``tiermem://digest`` (the user's narrative
+``recall`` returns) with ``--allow-writes``, the same write tools as ``MemorySystem.tools(ctx,
+write=True)`` (memory/_write_tools.py: canonical subjects only, never a user id, agent-written
+metadata, only the user's own ids). Resources: ``tiermem://digest`` (the user's narrative
 digest) and ``tiermem://facts`` (their active facts). The store is opened with the embedder it was
 written with; the server calls no model (a digest that ``forget`` must rewrite is rewritten by the
 offline rules model, and the next digest job with the real model rewrites it again).
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -32,13 +34,13 @@ from mcp import types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from ._capability import MemoryCapability, create_memory_capability
 from ._errors import ConfigurationError
-from ._records import Fact, MemoryContext, MemoryItem
-from ._subjects import USER
-from ._tools import MemoryTool, ToolEnvelope
+from ._records import MemoryContext
+from ._tools import MemoryTool, error_envelope
+from ._write_tools import Forget, ForgetArguments, RememberArguments, write_tools
 
 __all__ = [
     "ForgetArguments",
@@ -60,9 +62,6 @@ _WRITE = types.ToolAnnotations(read_only_hint=False, destructive_hint=False, ope
 _DELETE = types.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 _ANNOTATIONS = {"remember": _WRITE, "forget": _DELETE}
 
-Forget = Callable[[MemoryContext, str], Awaitable[object]]
-"""Delete one memory of the context's user by id (``MemorySystem.forget``)."""
-
 
 @dataclass(frozen=True, kw_only=True)
 class McpConfig:
@@ -81,28 +80,9 @@ class McpConfig:
     relations: bool = False
     """Serve the relations graph (the ``connect`` tool)."""
     allow_writes: bool = False
-    """Offer the write tools: ``remember``, and ``forget`` when the write side is given."""
+    """Offer the write tools ``remember`` and ``forget`` (:func:`build_server` then needs the write side's forget)."""
     user_header: str | None = None
     """On HTTP: the request header that names the user (set by the operator's proxy, never by the client)."""
-
-
-class RememberArguments(BaseModel):
-    """Arguments of ``remember``: what to store and whom it is about; never whose memory it goes to."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    text: str = Field(min_length=1, max_length=2000, description="The fact to remember, one sentence.")
-    subject: str = Field(
-        default=USER, max_length=64, description="Whom it is about: 'user' (default), a first name or an organisation."
-    )
-
-
-class ForgetArguments(BaseModel):
-    """Arguments of ``forget``: which memory, by the id ``recall`` returned."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str = Field(min_length=1, max_length=256, description="The id of the memory to delete, as recall returned it.")
 
 
 def capability_options(config: McpConfig) -> dict[str, Any]:
@@ -113,54 +93,6 @@ def capability_options(config: McpConfig) -> dict[str, Any]:
         "embedder_dimensions": config.embedder_dimensions,
         "semantic": {"relations": True} if config.relations else True,
     }
-
-
-def _fact_item(fact: Fact) -> MemoryItem:
-    return MemoryItem(
-        id=fact.id,
-        tier="semantic",
-        subject=fact.subject,
-        text=fact.text,
-        confidence=fact.confidence,
-        created_at=fact.created_at,
-        updated_at=fact.updated_at,
-        provenance=fact.provenance,
-        metadata=dict(fact.metadata),
-    )
-
-
-def _remember_tool(capability: MemoryCapability, ctx: MemoryContext) -> MemoryTool:
-    async def handler(args: BaseModel) -> list[MemoryItem]:
-        assert isinstance(args, RememberArguments)
-        return [_fact_item(await capability.remember(ctx, args.text, subject=args.subject))]
-
-    return MemoryTool(
-        name="memory_remember",
-        description=(
-            "Store a fact in the user's long-term memory, when they ask you to remember something. "
-            "One sentence; 'subject' says whom it is about (the user by default)."
-        ),
-        arguments=RememberArguments,
-        handler=handler,
-    )
-
-
-def _forget_tool(capability: MemoryCapability, forget: Forget, ctx: MemoryContext) -> MemoryTool:
-    async def handler(args: BaseModel) -> list[MemoryItem]:
-        assert isinstance(args, ForgetArguments)
-        item = await capability.get(ctx, args.id)  # MemoryNotFoundError unless it is this user's
-        await forget(ctx, args.id)
-        return [item]
-
-    return MemoryTool(
-        name="memory_forget",
-        description=(
-            "Delete one memory, by the id recall returned, when the user asks you to forget it. "
-            "Memories derived only from it go too. Returns what was deleted."
-        ),
-        arguments=ForgetArguments,
-        handler=handler,
-    )
 
 
 def _result(envelope: dict[str, Any]) -> types.CallToolResult:
@@ -198,10 +130,8 @@ class _Memory:
     def tools(self, ctx: MemoryContext) -> dict[str, MemoryTool]:
         """The tools by their MCP name (``recall``, ``connect``, ``remember``, ``forget``), bound to ``ctx``."""
         bound = list(self.capability.tools(ctx))
-        if self.config.allow_writes:
-            bound.append(_remember_tool(self.capability, ctx))
-            if self.forget is not None:
-                bound.append(_forget_tool(self.capability, self.forget, ctx))
+        if self.forget is not None:  # given exactly when the configuration allows writes
+            bound += write_tools(self.capability, ctx, forget=self.forget)
         short = [tool.name.removeprefix("memory_") for tool in bound]
         return {name: tool.renamed(name) for name, tool in zip(short, bound, strict=True)}
 
@@ -224,10 +154,16 @@ class _Memory:
     async def call_tool(
         self, request: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        tool = self.tools(self.context(request)).get(params.name)
-        if tool is None:
-            return _result(ToolEnvelope(ok=False, error=f"unknown tool {params.name!r}").model_dump())
-        envelope = await tool.call(dict(params.arguments or {}))
+        ctx = self.context(request)  # no user: a protocol error, as for a resource
+        try:
+            tool = self.tools(ctx).get(params.name)
+            if tool is None:
+                envelope = error_envelope(f"unknown tool {params.name[:80]!r}")
+            else:
+                envelope = await tool.call(params.arguments)  # never raises; bounds size and depth
+        except Exception:  # building the tools failed: still an envelope, never a crashed request
+            log.exception("tool %s failed", params.name)
+            envelope = error_envelope(f"{params.name[:80]} failed: internal error (logged); try again later")
         if not envelope["ok"]:
             log.info("tool %s refused: %s", params.name, envelope["error"])
         return _result(envelope)
@@ -290,6 +226,10 @@ def build_server(
         MemoryContext(namespace=config.namespace, user_id=config.user_id)  # validates both ids
     if capability is None:
         capability = create_memory_capability(**capability_options(config))
+    if config.allow_writes and forget is None:
+        raise ConfigurationError(
+            "the write tools need the write side: pass forget (MemorySystem.forget), as `tiermem mcp` does"
+        )
     memory = _Memory(config=config, capability=capability, forget=forget if config.allow_writes else None)
     who = f"user {config.user_id!r}" if config.user_header is None else f"the user named by {config.user_header}"
     return Server(

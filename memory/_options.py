@@ -52,8 +52,19 @@ class RelationsOptions(_Options):
 
     enabled: bool = Field(default=True, description="Whether relations are extracted and read.")
     vocabulary: tuple[str, ...] | None = Field(default=None, description="Allowed relation types; None = free.")
-    max_edges: int = Field(default=500, ge=1, description="Cap on one user's edges.")
-    create_implicit_entities: bool = Field(default=False, description="Mint unknown endpoints as nodes.")
+    max_edges: int = Field(
+        default=500,
+        ge=1,
+        description="Cap on one user's edges, closed ones included. Over it, edges are dropped in this order: "
+        "closed (history) before current; then the least recent (oldest ``updated_at``: last said, reinforced "
+        "or closed); then the least confident; then by id, so the choice is deterministic.",
+    )
+    create_implicit_entities: bool = Field(
+        default=False,
+        description="An edge to an entity that is not the subject of any fact or episode: True writes the edge "
+        "and mints the entity as a node (counted as ``edges_implicit_endpoint``; the janitor keeps it); False drops "
+        "the edge, counted as ``edges_unknown_endpoint`` and listed in the consolidation result's ``refusals``.",
+    )
 
     @field_validator("vocabulary")
     @classmethod
@@ -86,8 +97,33 @@ class DigestOptions(_Options):
 
 
 class HygieneOptions(_Options):
-    """The janitor's knobs."""
+    """The janitor's steps, one switch each; ``hygiene=False`` turns every step off (the janitor then writes nothing).
 
+    A step also needs its tier: no ``semantic`` tier, no archive or compaction; ``episodic={"ttl": None}``, no TTL.
+    """
+
+    decay: bool = Field(
+        default=True, description="Working entries whose salience faded leave the active set (they stay in the log)."
+    )
+    archive: bool = Field(
+        default=True, description="Facts whose decayed confidence fell under ``semantic.archive_below`` are archived."
+    )
+    ttl: bool = Field(
+        default=True,
+        description="Episodes older than ``episodic.ttl`` expire with their turns; turns a live fact cites stay.",
+    )
+    dangling_edges: bool = Field(
+        default=True,
+        description="Edges whose supporting facts all ended are closed (kept as history); edges without a support "
+        "set whose endpoint has no active fact are deleted. Needs relations on.",
+    )
+    compaction: bool = Field(
+        default=True, description="A user over ``semantic.max_facts`` has facts merged, one subject per model call."
+    )
+    optimize: bool = Field(
+        default=True,
+        description="Storage compaction: files merged, versions older than ``cleanup_older_than`` dropped.",
+    )
     cleanup_older_than: timedelta = Field(default=timedelta(hours=1), description="Keep store versions this long.")
 
 

@@ -81,7 +81,7 @@ def _derived_id(kind: str, record: Any, target: MemoryContext) -> str:
     if kind == "digest":
         return digest_id(target)
     if kind == "turn":
-        return turn_id(target, session_id=record.session_id, seq=record.seq)
+        return turn_id(target, session_id=record.session_id, key=f"import\x1f{record.id}")
     if kind == "episode":
         return episode_id(target, session_id=record.session_id)
     if kind == "edge":

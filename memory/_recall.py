@@ -9,6 +9,11 @@ cue's words or when the memory's meaning is far from the cue's, and a name in th
 evidence (a boost), not topic evidence. A turn of the session log also gains part of its session's
 match and of the turn before it. Confidence, recency and tier weights then reorder what is left,
 within a band small enough that they cannot lift an unrelated memory over a related one.
+
+What no longer holds ranks below what replaced it: a superseded fact, or a turn whose every fact
+was superseded (:mod:`._lineage`), carries ``metadata["superseded"]`` and what replaced it
+(``replaced_by``); its score is scaled by :data:`PAST_WEIGHT`, the current fact that replaced it
+is held at least as relevant as the past memory matched, and it always ranks above it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from datetime import datetime
 import numpy as np
 
 from ._decay import effective_confidence, recency, turn_decay
+from ._lineage import Past
 from ._options import RecallOptions, SemanticOptions, WorkingOptions
 from ._records import Digest, Edge, Episode, Fact, MemoryItem, RankedMemoryItem, Turn, WorkingEntry
 from ._relevance import BACKGROUND
@@ -30,8 +36,10 @@ from ._text import STOP_WORDS, stem, terms, words
 
 __all__ = [
     "BACKGROUND",
+    "PAST_WEIGHT",
     "Candidate",
     "edge_to_memory_item",
+    "marked_past",
     "named_subjects",
     "rank",
     "rank_without_cue",
@@ -40,6 +48,8 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+# A memory that no longer holds keeps this share of its score (and always ranks below what replaced it).
+PAST_WEIGHT = 0.7
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +161,7 @@ def to_memory_item(
                 "valid_from": _iso(record.valid_from),
                 "valid_to": _iso(record.valid_to),
                 "superseded_by": record.superseded_by,
+                **({"superseded": True} if record.status == "superseded" else {}),
                 **record.metadata,
             },
         )
@@ -165,6 +176,18 @@ def to_memory_item(
         provenance=record.provenance,
         metadata=dict(record.metadata),
     )
+
+
+def marked_past(item: MemoryItem, past: Past) -> MemoryItem:
+    """``item`` with its past state in ``metadata``: superseded, by what, until when, what holds now."""
+    meta = {
+        **item.metadata,
+        "superseded": True,
+        "superseded_by": past.superseded_by,
+        "replaced_by": list(past.replaced_by),
+        "valid_to": _iso(past.valid_to),
+    }
+    return item.model_copy(update={"metadata": meta})
 
 
 _FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "we", "our", "us"})
@@ -221,6 +244,28 @@ def _subject_terms(cue: str, candidates: Sequence[Candidate], aliases: Mapping[s
     names = {w for alias in aliases for w in words(alias)}
     names |= {part for c in candidates for part in c.item.subject.split("-")}
     return frozenset(stem(w) for w in words(cue) if w in names and w not in STOP_WORDS)
+
+
+def _lift_replacements(
+    candidates: Sequence[Candidate], relevance: np.ndarray, plausible: np.ndarray
+) -> dict[int, list[int]]:
+    """Past candidates -> the positions of the current facts that replaced them, lifted in place.
+
+    The cue matched what a fact replaced, so it asks about what the fact now says: that fact is held
+    plausible and at least as relevant as the past memory (in place, in ``relevance`` and ``plausible``).
+    """
+    position = {c.item.id: i for i, c in enumerate(candidates)}
+    replaced: dict[int, list[int]] = {}
+    for i, cand in enumerate(candidates):
+        if not cand.item.metadata.get("superseded"):
+            continue
+        successors = [position[r] for r in cand.item.metadata.get("replaced_by") or () if r in position]
+        replaced[i] = successors
+        if plausible[i]:
+            for j in successors:
+                relevance[j] = max(float(relevance[j]), float(relevance[i]))
+                plausible[j] = True
+    return replaced
 
 
 def _minmax(values: np.ndarray) -> np.ndarray:
@@ -292,8 +337,9 @@ def rank(
     graph_floor = np.array([c.via_graph for c in candidates], dtype=np.float64)
     plausible |= graph_floor > 0
     relevance = np.maximum(relevance, graph_floor)
+    replaced = _lift_replacements(candidates, relevance, plausible)
     named_set = set(named)
-    scored: list[tuple[float, str, int]] = []
+    scores: dict[int, float] = {}
     for i, cand in enumerate(candidates):
         if not plausible[i]:
             continue
@@ -301,9 +347,11 @@ def rank(
         fresh = recency(item.updated_at, now, half_life=options.recency_half_life)
         prior = (options.tier_weights.get(item.tier, 0.5) + item.confidence + fresh) / 3.0
         boost = options.subject_boost if item.subject in named_set else 0.0
-        score = float(relevance[i]) * (1.0 - options.prior_weight + options.prior_weight * prior + boost)
-        scored.append((score, item.id, i))
-    scored.sort(key=lambda t: (-t[0], t[1]))
+        scores[i] = float(relevance[i]) * (1.0 - options.prior_weight + options.prior_weight * prior + boost)
+    for i, successors in replaced.items():
+        if i in scores:  # past: scaled down, and below every current fact that replaced it
+            scores[i] = min([scores[i] * PAST_WEIGHT, *(0.99 * scores[j] for j in successors if j in scores)])
+    scored = sorted(((score, candidates[i].item.id, i) for i, score in scores.items()), key=lambda t: (-t[0], t[1]))
     # The items were validated when read: only the winners become ranked items, without re-validation.
     return [
         RankedMemoryItem.model_construct(**dict(candidates[i].item), score=score, relevance=float(relevance[i]))

@@ -97,7 +97,9 @@ class Turn(_Record):
     subject: str = Field(default="user", description="Canonical subject of the person who spoke first.")
     context: str = Field(default="", description="The previous turn's text: answers often reply to it.")
     created_at: datetime = Field(description="Capture time (from the injected clock).")
-    status: Literal["pending", "observed", "failed"] = Field(default="pending", description="Observer state.")
+    status: Literal["pending", "observed", "failed"] = Field(
+        default="pending", description='Observer state; "failed" is parked: out of retries until asked.'
+    )
     error: str | None = Field(default=None, description="Last observer error, if any.")
     error_kind: ErrorKind | None = Field(
         default=None, description="Whether the last error is permanent (fix the configuration) or transient."
@@ -106,6 +108,11 @@ class Turn(_Record):
         default=None, description="Model configuration fingerprint the last error happened under."
     )
     attempts: int = Field(default=0, ge=0, description="Observer attempts so far.")
+    retry_at: datetime | None = Field(default=None, description="Not retried by scheduled jobs before this time.")
+    key: str | None = Field(default=None, description="The idempotency key the turn was captured under.")
+    dated: bool = Field(
+        default=False, description="Captured with its real time (an import): what derives from it is dated by it."
+    )
     metadata: dict[str, Any] = Field(default_factory=dict, description="Caller metadata (e.g. dia_id).")
 
     @property
@@ -152,8 +159,9 @@ class Episode(_Record):
     created_at: datetime = Field(description="When encoded.")
     updated_at: datetime = Field(description="Last change.")
     salience: float = Field(default=0.5, ge=0.0, le=1.0, description="Importance of the episode.")
-    status: Literal["pending", "consolidated", "failed", "expired"] = Field(
-        default="pending", description="Consolidation state."
+    status: Literal["pending", "consolidated", "failed", "expired", "parked"] = Field(
+        default="pending",
+        description='Consolidation state; "failed": encoding failed; "parked": out of retries until asked.',
     )
     error: str | None = Field(default=None, description="Last encoding or consolidation error, if any.")
     error_kind: ErrorKind | None = Field(
@@ -163,6 +171,8 @@ class Episode(_Record):
         default=None, description="Model configuration fingerprint the last error happened under."
     )
     provenance: tuple[str, ...] = Field(default=(), description="Turn ids it covers.")
+    attempts: int = Field(default=0, ge=0, description="Failed encoding or consolidation attempts in a row.")
+    retry_at: datetime | None = Field(default=None, description="Not retried by scheduled jobs before this time.")
     pinned: bool = Field(default=False, description="Pinned by the user: never expires.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
 

@@ -5,12 +5,14 @@ nothing is written, and the connect tool answers with a recoverable error envelo
 
 Edges are bi-temporal: each holds from ``valid_from`` until ``valid_to`` (None while current) and
 names its support, the facts it was derived from. When the last supporting fact stops being active
-(superseded, archived, forgotten) the edge is closed, kept as history. Reads see current edges;
+(superseded, archived, forgotten) the edge is closed, kept as history; the janitor deletes an edge
+once none of its supporting facts is stored at all (history of nothing). Reads see current edges;
 ``as_of=`` answers for a past moment and ``include_history=True`` shows closed edges too.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
@@ -29,6 +31,13 @@ from ._tiers import Tiers
 from ._tools import MemoryTool
 
 __all__ = ["ConnectArguments", "Relations"]
+
+_ENDED = re.compile(r"\b(?:no longer|not any ?more|used to|previously|formerly)\b", re.IGNORECASE)
+
+
+def _eviction_order(edge: Edge) -> tuple[bool, datetime, float, str]:
+    """Which edges ``max_edges`` drops first: history, then the least recent, least confident; ids break ties."""
+    return (edge.current, edge.updated_at, edge.confidence, edge.id)
 
 
 class ConnectArguments(BaseModel):
@@ -73,7 +82,11 @@ class Relations:
         return [e for e in edges if e.current]
 
     def put_edges(self, ctx: MemoryContext, edges: Sequence[Edge]) -> list[Edge]:
-        """Add edges; a repeated edge reinforces the stored one; ``max_edges`` drops the weakest, oldest."""
+        """Add edges; a repeated edge reinforces the stored one.
+
+        Over ``max_edges`` the excess goes: closed edges first, then the least recent (``updated_at``),
+        then the least confident, then by id (see :class:`RelationsOptions`).
+        """
         rel = self.options
         if rel is None or not edges:
             return []
@@ -94,9 +107,7 @@ class Relations:
         self.tiers.put_edges(written)
         excess = len(current) - rel.max_edges
         if excess > 0:
-            # History goes first, then the weakest, oldest current edges.
-            weakest = sorted(current.values(), key=lambda e: (e.current, e.confidence, e.updated_at, e.id))[:excess]
-            self.tiers.delete_edges(ctx, [e.id for e in weakest])
+            self.tiers.delete_edges(ctx, [e.id for e in sorted(current.values(), key=_eviction_order)[:excess]])
         self.graphs.invalidate((ctx.namespace, ctx.user_id))
         return written
 
@@ -115,12 +126,14 @@ class Relations:
         now = self.tiers.clock.now()
 
         def holds(fact: Fact | None, edge: Edge) -> bool:
-            # A correction or a merge that still names both endpoints carries the support on.
+            # A correction or a merge that still names both endpoints carries the support on, unless it
+            # says the relation ended ("The user no longer works at Acme Corp").
             for _ in range(len(by_id) + 1):
                 if fact is None or fact.id in ignoring:
                     return False
                 if fact.status == "active":
-                    return fact.id in edge.support or (mentions(fact, edge.source) and mentions(fact, edge.target))
+                    named = mentions(fact, edge.source) and mentions(fact, edge.target) and not _ENDED.search(fact.text)
+                    return fact.id in edge.support or named
                 fact = by_id.get(fact.superseded_by) if fact.superseded_by else None
             return False
 
@@ -146,19 +159,31 @@ class Relations:
         return closed
 
     def dangling_edges(self, ctx: MemoryContext, *, ignoring: Collection[str] = ()) -> list[Edge]:
-        """Current edges that no longer stand: the same rule as supersession, by support set.
+        """Edges that no longer stand, by the same support set as supersession: to close, then to delete.
 
-        An edge with a support set dangles when none of its facts is active (it is closed, kept as
-        history). An edge without one (stored before support sets) dangles when an endpoint has no
-        active fact (it is deleted); "user" always stands, and so does an entity minted from an edge
-        (never had a fact) when ``create_implicit_entities`` is on or the consolidator marked it implicit.
-        ``ignoring``: fact ids to treat as gone already (a dry run's would-be archived facts).
+        See :meth:`remove_dangling_edges` for which is which. Edges to close come as their closed
+        versions (``valid_to`` set, ``support`` trimmed to the facts still stored), edges to delete as
+        stored. ``ignoring``: fact ids to treat as ended already (a dry run's would-be archived facts).
         """
+        close, delete = self.dangling(ctx, ignoring=ignoring)
+        return close + delete
+
+    def dangling(self, ctx: MemoryContext, *, ignoring: Collection[str] = ()) -> tuple[list[Edge], list[Edge]]:
+        """``(to_close, to_delete)``: :meth:`dangling_edges`, split by what the janitor does with them."""
         rel = self.options
         if rel is None:
-            return []
+            return [], []
         facts = self.tiers.facts(ctx, include_inactive=True)
-        unsupported = self.unsupported_edges(ctx, ignoring=ignoring, facts=facts)
+        stored = {f.id for f in facts}
+        edges = self.edges(ctx)
+        # No supporting fact left at all (each was forgotten): nothing to keep the edge as history of.
+        orphans = [e for e in edges if e.support and not stored.intersection(e.support)]
+        gone = {e.id for e in orphans}
+        close = [
+            e.model_copy(update={"support": tuple(i for i in e.support if i in stored)})
+            for e in self.unsupported_edges(ctx, ignoring=ignoring, facts=facts)
+            if e.id not in gone
+        ]
         had = {f.subject for f in facts}
         live = {f.subject for f in facts if f.status == "active" and f.id not in ignoring} | {USER}
 
@@ -168,22 +193,32 @@ class Relations:
             )
             return subject in live or minted
 
-        unsure = [e for e in self.edges(ctx) if e.current and not e.support]
-        legacy = [e for e in unsure if not (stands(e.source, e) and stands(e.target, e))]
-        return unsupported + legacy
+        # Edges stored before support sets: only their endpoints can keep them; there is no history to keep.
+        legacy = [e for e in edges if e.current and not e.support and not (stands(e.source, e) and stands(e.target, e))]
+        return close, orphans + legacy
 
     def remove_dangling_edges(self, ctx: MemoryContext) -> int:
-        """Close the dangling edges that have a support set, drop those without; returns how many."""
-        dangling = self.dangling_edges(ctx)
-        closed = [e for e in dangling if e.support]
-        dropped = [e.id for e in dangling if not e.support]
-        if closed:
-            self.tiers.put_edges(closed)
-        if dropped:
-            self.tiers.delete_edges(ctx, dropped)
-        if dangling:
+        """The janitor's edge rule; returns how many edges it closed or deleted.
+
+        * Closed (kept as history): a current edge none of whose supporting facts is active any more
+          (superseded, archived), exactly as supersession closes it.
+        * Deleted: an edge, current or closed, none of whose supporting facts is stored any more (all
+          forgotten: history must not outlive what it was derived from); and an edge without a support
+          set (stored before them) whose endpoint has no active fact ("user" always stands, and so does
+          an entity minted by ``create_implicit_entities`` or marked implicit by the consolidator).
+        """
+        close, delete = self.dangling(ctx)
+        self.settle_dangling(ctx, close, delete)
+        return len(close) + len(delete)
+
+    def settle_dangling(self, ctx: MemoryContext, close: Sequence[Edge], delete: Sequence[Edge]) -> None:
+        """Write what :meth:`dangling` found: the closed versions, and the deletions."""
+        if close:
+            self.tiers.put_edges(close)
+        if delete:
+            self.tiers.delete_edges(ctx, [e.id for e in delete])
+        if close or delete:
             self.graphs.invalidate((ctx.namespace, ctx.user_id))
-        return len(dangling)
 
     # -- graph reads ------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ._errors import ErrorKind, ModelError, error_kind
+from ._errors import EmbedderError, ErrorKind, ModelError, error_kind
 from ._records import Digest, Episode, Turn, WorkingEntry
 
 __all__ = ["CaptureResult", "ConsolidationResult", "DigestResult", "RetryReport", "SessionResult"]
@@ -13,7 +13,7 @@ __all__ = ["CaptureResult", "ConsolidationResult", "DigestResult", "RetryReport"
 class _Deferral:
     """What the model-backed results share: the typed failure that deferred the work, if any."""
 
-    exception: ModelError | None
+    exception: ModelError | EmbedderError | None
 
     @property
     def error_kind(self) -> ErrorKind | None:
@@ -28,8 +28,10 @@ class CaptureResult(_Deferral):
     turn: Turn
     entries: list[WorkingEntry]
     deferred: bool = False
+    duplicate: bool = False
+    """The capture was a rerun: the turn was journaled before (same idempotency key); nothing was added."""
     error: str | None = None
-    exception: ModelError | None = None
+    exception: ModelError | EmbedderError | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,8 +40,10 @@ class SessionResult(_Deferral):
 
     episode: Episode | None
     deferred: bool = False
+    busy: bool = False
+    """Another process holds this session's lease and is encoding it."""
     error: str | None = None
-    exception: ModelError | None = None
+    exception: ModelError | EmbedderError | None = None
 
 
 @dataclass(kw_only=True)
@@ -50,8 +54,10 @@ class ConsolidationResult(_Deferral):
     counts: dict[str, int] = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)
     deferred: bool = False
+    busy: bool = False
+    """Another process holds this user's consolidation lease; nothing was done here."""
     error: str | None = None
-    exception: ModelError | None = None
+    exception: ModelError | EmbedderError | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,8 +66,10 @@ class DigestResult(_Deferral):
 
     digest: Digest | None
     deferred: bool = False
+    busy: bool = False
+    """Another process holds this user's digest lease; nothing was done here."""
     error: str | None = None
-    exception: ModelError | None = None
+    exception: ModelError | EmbedderError | None = None
 
 
 @dataclass(kw_only=True)
@@ -73,5 +81,7 @@ class RetryReport:
     episodes: int = 0
     episodes_ok: int = 0
     consolidations: int = 0
+    sessions: int = 0
+    """Ended sessions re-encoded because a turn of theirs was observed late."""
     skipped: int = 0
     """Turns and episodes left alone: they failed permanently under the current model configuration."""

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
 
 from ._errors import InvalidArgumentError
+from ._lineage import Lineage, MetadataFilter
 from ._options import RecallOptions
-from ._recall import Candidate, named_subjects, rank, rank_without_cue, to_memory_item
+from ._recall import Candidate, marked_past, named_subjects, rank, rank_without_cue, to_memory_item
 from ._records import MemoryContext, MemoryItem, RankedMemoryItem
 from ._relations import Relations
 from ._relevance import calibration
@@ -41,6 +43,9 @@ _LIVE: dict[TableName, list[str]] = {
     "facts": ["active"],
     "digests": ["active"],
 }
+# A cue also finds superseded facts: they answer "where did I work before?", marked past and ranked below
+# what replaced them. Browsing without a cue shows what holds.
+_SEARCHED: dict[TableName, list[str]] = {**_LIVE, "facts": ["active", "superseded"]}
 _BROWSE = ("working", "episodes", "facts", "digests")  # without a cue the raw log is noise
 
 _SEARCHES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tiermem-search")
@@ -55,12 +60,19 @@ class Search:
     """Recall over one store: candidates from every enabled tier, fused and ranked."""
 
     def __init__(
-        self, *, tiers: Tiers, relations: Relations, enabled: Sequence[SearchTier], options: RecallOptions
+        self,
+        *,
+        tiers: Tiers,
+        relations: Relations,
+        enabled: Sequence[SearchTier],
+        options: RecallOptions,
+        lineage: Lineage | None = None,
     ) -> None:
         self.tiers = tiers
         self.relations = relations
         self.enabled = list(enabled)
         self.options = options
+        self.lineage = lineage or Lineage(tiers.store)
 
     def chosen(self, tiers: Sequence[str] | None) -> list[SearchTier]:
         """The enabled tiers among ``tiers`` (all enabled ones for None)."""
@@ -77,36 +89,60 @@ class Search:
             record, now, semantic=self.tiers.semantic, working=self.tiers.working, session_seq=session_seq
         )
 
-    def _where(self, ctx: MemoryContext, table: TableName, subject: str | None) -> Where | None:
+    def _where(
+        self,
+        ctx: MemoryContext,
+        table: TableName,
+        subject: str | None,
+        allowed: dict[str, frozenset[str]] | None = None,
+        *,
+        browse: bool = False,
+    ) -> Where | None:
+        """The scope of one table's search; None when nothing in it can match."""
         eq = scope(ctx)
         if subject is not None:
             eq["subject"] = subject
+        ids = None if allowed is None else sorted(allowed.get(table, ()))
+        if ids is not None and not ids:
+            return None
+        isin = {} if ids is None else {"id": ids}
         if table == "working":
             if ctx.session_id is None:
                 return None
             eq["session_id"] = ctx.session_id
         if table == "turns":
             # The current session's turns are already in the agent's context window.
-            return Where(eq=eq, ne={"session_id": ctx.session_id} if ctx.session_id else None)
-        return Where(eq=eq, isin={"status": _LIVE[table]})
+            return Where(eq=eq, isin=isin or None, ne={"session_id": ctx.session_id} if ctx.session_id else None)
+        return Where(eq=eq, isin={**isin, "status": (_LIVE if browse else _SEARCHED)[table]})
 
     def recall(
-        self, ctx: MemoryContext, cue: str | None, *, limit: int, tiers: Sequence[str] | None, subject: str | None
+        self,
+        ctx: MemoryContext,
+        cue: str | None,
+        *,
+        limit: int,
+        tiers: Sequence[str] | None,
+        subject: str | None,
+        where: MetadataFilter | None = None,
     ) -> list[RankedMemoryItem]:
-        """Memories across the chosen tiers, ranked for ``cue`` (most recent and salient without one)."""
+        """Memories across the chosen tiers, ranked for ``cue`` (most recent and salient without one).
+
+        ``where``: only memories matching it (captured metadata, see :mod:`._lineage`).
+        """
         aliases = self.tiers.aliases(ctx)
         canon = canonical_subject(subject, aliases=aliases) if subject is not None else None
         now = self.tiers.clock.now()
         chosen = self.chosen(tiers)
         tables = [table for tier in chosen for table in _SOURCES[tier]]
+        allowed = self.lineage.matching(ctx, where, tables) if where is not None else None
         session_seq = self.tiers.session_seq(ctx) if "working" in chosen else 0
         store = self.tiers.store
         if cue is None or not cue.strip():
             items: list[MemoryItem] = []
             for table in (t for t in tables if t in _BROWSE):
-                where = self._where(ctx, table, canon)
-                if where is not None:
-                    items += [self.item(r, now, session_seq) for r in store.query(table, where)]
+                scoped = self._where(ctx, table, canon, allowed, browse=True)
+                if scoped is not None:
+                    items += [self.item(r, now, session_seq) for r in store.query(table, scoped)]
             return rank_without_cue(items, now=now, options=self.options, limit=limit)
         # Vectors are compared centered on the embedder's background (see _relevance).
         calibrated = calibration(self.tiers.embedder)
@@ -116,18 +152,18 @@ class Search:
         # One full-text and one vector search per table, all in flight at once (LanceDB releases the GIL).
         searches = []
         for table in tables:
-            where = self._where(ctx, table, canon)
-            if where is not None:
-                lexical_job = _SEARCHES.submit(store.text_search, table, cue, where, limit=pool)
-                vector_job = _SEARCHES.submit(store.vector_search, table, query_vector, where, limit=pool)
-                searches.append((table, where, lexical_job, vector_job))
+            scoped = self._where(ctx, table, canon, allowed)
+            if scoped is not None:
+                lexical_job = _SEARCHES.submit(store.text_search, table, cue, scoped, limit=pool)
+                vector_job = _SEARCHES.submit(store.vector_search, table, query_vector, scoped, limit=pool)
+                searches.append((table, scoped, lexical_job, vector_job))
         searched = 0  # memories the vector searches compared: how high "unrelated" reaches
-        for table, where, lexical_job, vector_job in searches:
+        for table, scoped, lexical_job, vector_job in searches:
             text_hits = lexical_job.result()
             lexical = {h.record.id: h.score for h in text_hits}
             hits = {h.record.id: h for h in vector_job.result()}
             hits.update({h.record.id: h for h in text_hits})
-            searched += store.searched(table, where)
+            searched += store.searched(table, scoped)
             if not hits:
                 continue
             similarity = calibrated.similarity(query_vector, np.stack([h.vector for h in hits.values()]))
@@ -138,8 +174,9 @@ class Search:
                     lexical=lexical.get(rid, 0.0),
                     context=getattr(hit.record, "context", ""),
                 )
+        self._mark_past(ctx, query_vector, now, found, canon, allowed if "semantic" in chosen else {})
         named = named_subjects(cue, aliases)
-        if self.relations.options is not None and canon is None and "semantic" in chosen:
+        if self.relations.options is not None and canon is None and "semantic" in chosen and where is None:
             self._expand_through_graph(ctx, query_vector, named, now, found)
         return rank(
             list(found.values()),
@@ -151,6 +188,40 @@ class Search:
             aliases=aliases,
             limit=limit,
         )
+
+    def _mark_past(
+        self,
+        ctx: MemoryContext,
+        query_vector: np.ndarray,
+        now: datetime,
+        found: dict[tuple[str, str], Candidate],
+        subject: str | None,
+        allowed: dict[str, frozenset[str]] | None,
+    ) -> None:
+        """Mark found facts and turns that no longer hold, and bring in the current facts that replaced them.
+
+        ``allowed``: the facts that may be brought in (None: any; without "facts": none).
+        """
+        memories = [(rid, c.item.provenance) for (table, rid), c in found.items() if table not in ("digests", "edges")]
+        past = self.lineage.past(ctx, memories) if memories else {}
+        if not past:
+            return
+        for key in [k for k in found if k[1] in past]:
+            found[key] = replace(found[key], item=marked_past(found[key].item, past[key[1]]))
+        wanted = {r for p in past.values() for r in p.replaced_by} - {rid for table, rid in found if table == "facts"}
+        if allowed is not None:
+            wanted &= allowed.get("facts", frozenset())
+        if not wanted:
+            return
+        eq = scope(ctx) | ({"subject": subject} if subject is not None else {})
+        where = Where(eq=eq, isin={"status": ["active"], "id": sorted(wanted)})
+        similarity = calibration(self.tiers.embedder).similarity
+        for hit in self.tiers.store.vector_search("facts", query_vector, where, limit=len(wanted)):
+            found[("facts", hit.record.id)] = Candidate(
+                item=self.item(hit.record, now),
+                similarity=float(similarity(query_vector, hit.vector)[0]),
+                lexical=0.0,
+            )
 
     def _expand_through_graph(
         self,

@@ -1,102 +1,81 @@
 """The LanceDB store: the only module that imports lancedb, and where its errors become ours.
 
 One database per store URI (a folder, ``s3://...`` or ``db://...``). One table per tier plus
-edges, turns, aliases and a meta table that pins the schema version and the embedder.
-Every filter goes through :func:`sql_literal`, so no id can widen a query.
+edges, turns, aliases, leases and a meta table that pins the schema version and the embedder.
+Every filter goes through :func:`sql_literal`, so no id can widen a query. Every write retries a
+lost commit race (:mod:`._commits`); merges key on ``id``, the tables' declared primary key, so
+concurrent inserts of one id make one row.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import lancedb
 import numpy as np
 import pyarrow as pa
 from lancedb.index import FTS, BTree
+from lancedb.query import FullTextOperator, MultiMatchQuery
 from lancedb.remote.errors import LanceDBClientError
 from pydantic import BaseModel
 
+from ._commits import CommitRetry, retry_conflicts
 from ._errors import (
+    ConfigurationError,
     InvalidArgumentError,
-    StoreConflictError,
-    StoreError,
     StoreMismatchError,
     StoreNotFoundError,
-    StoreUnavailableError,
     TiermemError,
 )
-from ._filters import MAX_FILTER_VALUE, Where, checked_column, sql_literal
-from ._records import Alias, Digest, Edge, Episode, Fact, Turn, WorkingEntry
+from ._filters import MAX_FILTER_VALUE, Where, checked_column, fts_cue, sql_literal, sql_timestamp
+from ._rows import SPECS, Hit, TableName, duplicate_losers, per_user, row, unique
+from ._store_errors import store_error_type
+from ._store_meta import REEMBEDDING, SCHEMA_VERSION, check_meta, meta_values, wanted_meta, width_mismatch
 from ._text import FTS_CONFIG
 from ._vectors import COLUMNS, VectorBlock, VectorCache, column_array, top_k
 
-__all__ = ["MAX_FILTER_VALUE", "SCHEMA_VERSION", "Hit", "Store", "TableName", "Where", "sql_literal", "stored_meta"]
+__all__ = [
+    "MAX_FILTER_VALUE",
+    "REEMBEDDING",
+    "SCHEMA_VERSION",
+    "CommitRetry",
+    "Hit",
+    "Store",
+    "TableName",
+    "Where",
+    "sql_literal",
+    "stored_meta",
+]
 
-SCHEMA_VERSION = "2"
-# The meta table's embedder_id while ``tiermem reembed`` runs: no embedder opens a half-migrated store.
-REEMBEDDING = "reembedding:"
-
-TableName = Literal["working", "episodes", "facts", "digests", "edges", "turns", "aliases"]
-R = TypeVar("R", bound=BaseModel)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Hit:
-    """A search result: the record, the engine's score and the stored vector."""
-
-    record: Any
-    score: float
-    vector: np.ndarray
+T = TypeVar("T")
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Spec(Generic[R]):
-    model: type[R]
-    vectors: bool
-
-
-_SPECS: dict[str, _Spec[Any]] = {
-    "working": _Spec(model=WorkingEntry, vectors=True),
-    "episodes": _Spec(model=Episode, vectors=True),
-    "facts": _Spec(model=Fact, vectors=True),
-    "digests": _Spec(model=Digest, vectors=True),
-    "edges": _Spec(model=Edge, vectors=True),
-    "turns": _Spec(model=Turn, vectors=True),
-    "aliases": _Spec(model=Alias, vectors=False),
-}
+# Lance dedupes two concurrent merge_inserts of one new key only when the key column is the table's
+# (unenforced) primary key: the later commit then conflicts and its retry finds the row (lance#5633).
+_PRIMARY_KEY = {"lance-schema:unenforced-primary-key": "true"}
+_PK_MARKERS = (b"lance-schema:unenforced-primary-key", b"lance-schema:unenforced-primary-key:position")
+_META_SCHEMA = pa.schema(
+    [pa.field("key", pa.string(), nullable=False, metadata=_PRIMARY_KEY), pa.field("value", pa.string())]
+)
+# Leases (see _leases.py): one row per key, ``id`` so the key is the table's primary key like everywhere else.
+LEASES = "leases"
+_LEASE_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False, metadata=_PRIMARY_KEY),
+        pa.field("holder", pa.string(), nullable=False),
+        pa.field("token", pa.string(), nullable=False),
+        pa.field("expires_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    ]
+)
+_COMMIT_RETRY = CommitRetry()
 _RESULT_COLUMNS = ["id", "record"]
 _HIT_COLUMNS = ["id", "record", "vector"]
-
-
-# LanceDB's Rust core reaches Python as builtin exceptions (ValueError, RuntimeError, OSError)
-# whose message names the engine's error; these patterns tell its kinds apart.
-_CONFLICT = re.compile(r"commit conflict|write contention|concurrent writers", re.IGNORECASE)
-_NOT_FOUND = re.compile(r"was not found|not found:|no such file", re.IGNORECASE)
-_IO = re.compile(r"LanceError\(IO\)|object ?store|io error", re.IGNORECASE)
-
-
-def _store_error_type(exc: Exception) -> type[StoreError] | None:
-    """Which StoreError an engine exception is, or None for an exception of no known kind."""
-    text = str(exc)
-    if isinstance(exc, (ValueError, RuntimeError, OSError)) and _CONFLICT.search(text):
-        return StoreConflictError
-    if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
-        return StoreNotFoundError
-    if isinstance(exc, ValueError) and _NOT_FOUND.search(text):
-        return StoreNotFoundError  # "Table 'x' was not found"
-    if isinstance(exc, (RuntimeError, OSError)) and _IO.search(text):
-        return StoreNotFoundError if _NOT_FOUND.search(text) else StoreUnavailableError
-    if isinstance(exc, (OSError, LanceDBClientError)):  # disk, permissions, network; pyarrow's ArrowIOError too
-        return StoreUnavailableError
-    return None
 
 
 @contextlib.contextmanager
@@ -111,43 +90,20 @@ def _engine_errors(action: str) -> Iterator[None]:
     except TiermemError:
         raise
     except Exception as exc:
-        error_type = _store_error_type(exc)
+        error_type = store_error_type(exc, unavailable=(LanceDBClientError,))
         if error_type is None:
             raise
         raise error_type(f"store failed to {action}: {exc}") from exc
-
-
-def _searchable_text(record: BaseModel) -> str:
-    text = getattr(record, "search_text", None) or getattr(record, "text", None) or getattr(record, "summary", None)
-    return str(text or "")
-
-
-def _row(record: BaseModel, vector: np.ndarray | None) -> dict[str, Any]:
-    rec: Any = record  # every stored record has id, scope and created_at; the rest is per type
-    row: dict[str, Any] = {
-        "id": rec.id,
-        "namespace": rec.namespace,
-        "user_id": rec.user_id,
-        "session_id": getattr(record, "session_id", None),
-        "subject": getattr(record, "subject", None) or getattr(record, "source", None),
-        "status": getattr(record, "status", None) or "active",
-        "text": _searchable_text(record),
-        # Full-text search reads both columns: a turn is also found by the turn it replies to.
-        "context": f"{getattr(record, 'context', '')} {_searchable_text(record)}".strip(),
-        "created_at": rec.created_at,
-        "updated_at": getattr(record, "updated_at", None) or rec.created_at,
-        "record": record.model_dump_json(),
-    }
-    if vector is not None:
-        row["vector"] = vector
-    return row
 
 
 class Store:
     """Typed records in and out of one LanceDB database.
 
     This process sees its own writes at once and other processes' commits within
-    ``read_consistency`` (default 0: every read checks for a newer version).
+    ``read_consistency`` (default 0: every read checks for a newer version). A write that loses a
+    commit race to another process is retried per ``commit_retry`` before StoreConflictError.
+    With ``create=False`` nothing is created: a store without its meta table is StoreNotFoundError
+    and a tier table it lacks reads as empty (for read-only use).
     """
 
     def __init__(
@@ -161,16 +117,25 @@ class Store:
         compact_every: int = 64,
         keep_versions: timedelta = timedelta(minutes=10),
         vector_cache_bytes: int = 256 * 2**20,
+        create: bool = True,
+        commit_retry: CommitRetry = _COMMIT_RETRY,
     ) -> None:
+        if not isinstance(uri, str) or not uri.strip():
+            raise ConfigurationError("the store path is empty: give a folder, an s3://... or a db://... URI")
         self.uri = uri = local_uri(uri)
+        if not create and "://" not in uri and not Path(uri).is_dir():
+            raise StoreNotFoundError(f"no tiermem store at {uri!r} (no such folder); check the path")
         self.dimensions = dimensions
         self.embedder_id = embedder_id
+        self.create = create
+        self.commit_retry = commit_retry
         with _engine_errors("connect"):
             self._db = lancedb.connect(
                 uri, read_consistency_interval=read_consistency, storage_options=dict(storage_options or {})
             )
         self._tables: dict[str, Any] = {}
         self._indexed: set[str] = set()
+        self._keyed: set[str] = set()
         self._writes: dict[str, int] = {}
         self._write_lock = threading.RLock()
         self.compact_every = compact_every
@@ -182,7 +147,7 @@ class Store:
 
     def _schema(self, name: str) -> pa.Schema:
         fields = [
-            pa.field("id", pa.string(), nullable=False),
+            pa.field("id", pa.string(), nullable=False, metadata=_PRIMARY_KEY),
             pa.field("namespace", pa.string(), nullable=False),
             pa.field("user_id", pa.string(), nullable=False),
             pa.field("session_id", pa.string()),
@@ -194,32 +159,54 @@ class Store:
             pa.field("updated_at", pa.timestamp("us", tz="UTC")),
             pa.field("record", pa.string()),
         ]
-        if _SPECS[name].vectors:
+        if SPECS[name].vectors:
             fields.append(pa.field("vector", pa.list_(pa.float32(), self.dimensions)))
         return pa.schema(fields)
 
+    def _retry(self, action: str, write: Callable[[], T]) -> T:
+        return retry_conflicts(write, action=action, policy=self.commit_retry)
+
+    def _table_names(self) -> set[str]:
+        names: set[str] = set()
+        token: str | None = None
+        while True:
+            page = self._db.list_tables(page_token=token)
+            names.update(page.tables)
+            if not (token := page.page_token):
+                return names
+
     def _check_meta(self) -> None:
-        """Refuse a store written with another embedder before any read or write."""
-        wanted = {"schema_version": SCHEMA_VERSION, "embedder_id": self.embedder_id, "dimensions": str(self.dimensions)}
-        schema = pa.schema([pa.field("key", pa.string()), pa.field("value", pa.string())])
+        """Refuse a store written with another embedder, or without a meta table, before any read or write."""
+        wanted = wanted_meta(self.embedder_id, self.dimensions)
         with _engine_errors("open the meta table"):
-            meta = self._db.create_table("meta", schema=schema, exist_ok=True)
-            stored = {r["key"]: r["value"] for r in meta.to_arrow().to_pylist()}
-            if not stored:
-                meta.merge_insert("key").when_not_matched_insert_all().execute(
-                    [{"key": k, "value": v} for k, v in wanted.items()]
-                )
-                stored = {r["key"]: r["value"] for r in meta.to_arrow().to_pylist()}
-        for key, value in wanted.items():
-            if stored.get(key) != value:
-                raise StoreMismatchError(_mismatch(self.uri, key, stored, wanted))
+            names = self._table_names()
+            stored = meta_values(self.uri, self._open("meta").to_arrow().to_pylist()) if "meta" in names else {}
+        if check_meta(self.uri, stored, wanted, tables=names & set(SPECS), create=self.create):
+            self._retry("create the meta table", lambda: self._stamp_meta(wanted))
+            with _engine_errors("read the meta table"):
+                stored = meta_values(self.uri, self._open("meta").to_arrow().to_pylist())
+            check_meta(self.uri, stored, wanted, tables=(), create=False)  # a racing opener may have stamped it
+
+    def _stamp_meta(self, wanted: Mapping[str, str]) -> None:
+        with _engine_errors("create the meta table"):
+            meta = self._db.create_table("meta", schema=_META_SCHEMA, exist_ok=True)
+            # Insert-if-absent on a primary key: of two processes creating one store, one stamps it.
+            meta.merge_insert("key").use_index(False).when_not_matched_insert_all().execute(
+                pa.Table.from_pylist([{"key": k, "value": v} for k, v in wanted.items()], schema=_META_SCHEMA)
+            )
 
     def _set_meta(self, values: Mapping[str, str]) -> None:
-        with _engine_errors("update the meta table"):
-            merge = self._db.open_table("meta").merge_insert("key")
-            merge.when_matched_update_all().when_not_matched_insert_all().execute(
-                [{"key": k, "value": v} for k, v in values.items()]
-            )
+        def write() -> None:
+            with _engine_errors("update the meta table"):
+                merge = self._open("meta").merge_insert("key").use_index(False)
+                merge.when_matched_update_all().when_not_matched_insert_all().execute(
+                    pa.Table.from_pylist([{"key": k, "value": v} for k, v in values.items()], schema=_META_SCHEMA)
+                )
+
+        self._retry("update the meta table", write)
+
+    def _open(self, name: str) -> Any:
+        return self._db.open_table(name)
 
     def reembed(
         self, embedder_id: str, dimensions: int, vectors: Callable[[str, list[Any]], np.ndarray]
@@ -234,12 +221,12 @@ class Store:
         self._set_meta({"embedder_id": marker, "dimensions": str(dimensions)})
         self.embedder_id, self.dimensions = marker, dimensions
         counts: dict[str, int] = {}
-        for name, spec in _SPECS.items():
+        for name, spec in SPECS.items():
             if not spec.vectors:
                 continue
             with _engine_errors(f"read {name}"):
                 try:
-                    rows = self._db.open_table(name).to_arrow().select(["record"]).to_pylist()
+                    rows = self._open(name).to_arrow().select(["record"]).to_pylist()
                 except (ValueError, FileNotFoundError):  # no such table yet
                     rows = []
             records = self._records(name, rows)
@@ -248,101 +235,185 @@ class Store:
                 raise StoreMismatchError(
                     f"re-embedding {name}: vectors of shape {matrix.shape}, not ({len(records)}, {dimensions})"
                 )
-            data = pa.Table.from_pylist([_row(r, matrix[i]) for i, r in enumerate(records)], schema=self._schema(name))
-            with self._write_lock, _engine_errors(f"rewrite {name}"):
-                self._tables[name] = self._db.create_table(name, data, mode="overwrite")
-                self._vectors.drop(name)
-                self._indexed.discard(name)
-                if records:
-                    self._ensure_indexes(name)
+            data = pa.Table.from_pylist([row(r, matrix[i]) for i, r in enumerate(records)], schema=self._schema(name))
+
+            def rewrite(name: str = name, data: pa.Table = data) -> None:
+                with self._write_lock, _engine_errors(f"rewrite {name}"):
+                    self._tables[name] = self._db.create_table(name, data, mode="overwrite")
+                    self._vectors.drop(name)
+                    self._indexed.discard(name)
+                    if data.num_rows:
+                        self._ensure_indexes(name)
+
+            self._retry(f"rewrite {name}", rewrite)
             counts[name] = len(records)
         self._set_meta({"embedder_id": embedder_id, "dimensions": str(dimensions)})
         self.embedder_id = embedder_id
         return counts
 
     def table(self, name: str) -> Any:
-        if name not in _SPECS:
+        if name not in SPECS:
             raise InvalidArgumentError(f"unknown table {name!r}")
-        if name not in self._tables:
-            with _engine_errors(f"open table {name}"):
-                try:
-                    table = self._db.open_table(name)
-                except (ValueError, FileNotFoundError):  # lancedb's "table not found"
-                    table = self._db.create_table(name, schema=self._schema(name), exist_ok=True)
-                found = set(table.schema.names)
-            if found != set(self._schema(name).names):
-                raise StoreMismatchError(
-                    f"table {name!r} in {self.uri!r} has columns {sorted(found)}, expected "
-                    f"{sorted(self._schema(name).names)}: it was written by another tiermem version"
+        if name in self._tables:
+            return self._tables[name]
+        with _engine_errors(f"open table {name}"):
+            try:
+                table = self._open(name)
+            except (ValueError, FileNotFoundError):  # lancedb's "table not found"
+                if not self.create:  # read-only: an empty stand-in, looked for again on the next call
+                    return lancedb.connect("memory://").create_table(name, schema=self._schema(name))
+                table = self._retry(
+                    f"create table {name}",
+                    lambda: self._db.create_table(name, schema=self._schema(name), exist_ok=True),
                 )
-            self._tables[name] = table
-        return self._tables[name]
+            schema = table.schema
+        if set(schema.names) != set(self._schema(name).names):
+            raise StoreMismatchError(
+                f"table {name!r} in {self.uri!r} has columns {sorted(schema.names)}, expected "
+                f"{sorted(self._schema(name).names)}: it was written by another tiermem version"
+            )
+        width = getattr(schema.field("vector").type, "list_size", None) if SPECS[name].vectors else self.dimensions
+        if width != self.dimensions and not self.embedder_id.startswith(REEMBEDDING):  # reembed rewrites them
+            raise StoreMismatchError(width_mismatch(self.uri, name, width, self.dimensions))
+        self._tables[name] = table
+        return table
+
+    def _keyed_table(self, name: str) -> Any:
+        """The table, its ``id`` declared the primary key first (stores written before tiermem declared it).
+
+        Declaring it also removes duplicate ids such a store may hold (two writers inserting one id at once).
+        """
+        table = self.table(name)
+        if name not in self._keyed:
+            if not any(m in (table.schema.field("id").metadata or {}) for m in _PK_MARKERS):
+
+                def declare() -> None:
+                    with self._write_lock, _engine_errors(f"declare the key of {name}"):
+                        table.set_unenforced_primary_key("id")
+
+                self._retry(f"declare the key of {name}", declare)
+                self.dedupe(name)
+            self._keyed.add(name)
+        return table
 
     def _ensure_indexes(self, name: str) -> None:
         """Full-text and scalar indexes, built once a table has rows (LanceDB needs data to index)."""
         if name in self._indexed:
             return
         table = self.table(name)
-        with _engine_errors(f"index table {name}"):
-            existing = {tuple(ix.columns) for ix in table.list_indices()}
-            for key in ("user_id", "id"):  # scope filters, and fetching search winners by id
-                if (key,) not in existing:
-                    table.create_index(key, config=BTree(), replace=True)
-            for column in ("text", "context") if _SPECS[name].vectors else ():
-                if (column,) not in existing:
-                    table.create_index(
-                        column, config=FTS(**FTS_CONFIG)
-                    )
+
+        def build() -> None:
+            with _engine_errors(f"index table {name}"):
+                existing = {tuple(ix.columns) for ix in table.list_indices()}
+                for key in ("user_id", "id"):  # scope filters, and fetching search winners by id
+                    if (key,) not in existing:
+                        table.create_index(key, config=BTree(), replace=True)
+                for column in ("text", "context") if SPECS[name].vectors else ():
+                    if (column,) not in existing:
+                        table.create_index(column, config=FTS(**FTS_CONFIG))
+
+        self._retry(f"index table {name}", build)
         self._indexed.add(name)
 
     # -- writes -----------------------------------------------------------------------------
 
     def upsert(self, name: TableName, records: Sequence[BaseModel], vectors: np.ndarray | None = None) -> None:
-        """Insert or replace records by id, in one batch."""
-        self._write(name, records, vectors, insert_only=False)
+        """Insert or replace records by id, in one batch (of one id given twice, the last wins)."""
+        self._write(name, records, vectors, mode="upsert")
 
     def insert(self, name: TableName, records: Sequence[BaseModel], vectors: np.ndarray | None = None) -> None:
         """Append records whose ids are new by construction (about 3x cheaper than an upsert)."""
-        self._write(name, records, vectors, insert_only=True)
+        self._write(name, records, vectors, mode="append")
+
+    def insert_absent(self, name: TableName, records: Sequence[BaseModel], vectors: np.ndarray | None = None) -> int:
+        """Insert the records whose id is not in the table yet; returns how many were inserted.
+
+        Rows already there are left untouched. Atomic across processes: of several inserting one new
+        id at once, exactly one row results (the id is the table's primary key, so Lance turns the race
+        into a commit conflict and the loser's retry finds the row). Of one id given twice, the first wins.
+        """
+        return self._write(name, records, vectors, mode="absent")
 
     def _write(
-        self, name: TableName, records: Sequence[BaseModel], vectors: np.ndarray | None, *, insert_only: bool
-    ) -> None:
+        self,
+        name: TableName,
+        records: Sequence[BaseModel],
+        vectors: np.ndarray | None,
+        *,
+        mode: Literal["append", "upsert", "absent"],
+    ) -> int:
         if not records:
-            return
-        spec = _SPECS[name]
+            return 0
+        spec = SPECS[name]
         if spec.vectors:
             if vectors is None or len(vectors) != len(records):
                 raise InvalidArgumentError(f"table {name} needs one vector per record")
-            if vectors.shape[1] != self.dimensions:
-                raise StoreMismatchError(f"vectors have {vectors.shape[1]} dimensions, store has {self.dimensions}")
+            if vectors.ndim != 2 or vectors.shape[1] != self.dimensions:
+                raise StoreMismatchError(f"vectors have shape {vectors.shape}, store has {self.dimensions} dimensions")
         for record in records:
             if not isinstance(record, spec.model):
                 raise InvalidArgumentError(f"table {name} holds {spec.model.__name__}, not {type(record).__name__}")
-        rows = [_row(r, None if vectors is None else vectors[i]) for i, r in enumerate(records)]
+        keep = unique([cast(Any, r).id for r in records], last=mode != "absent")
+        vectors = None if vectors is None else np.asarray(vectors)[keep]
+        rows = [row(records[i], None if vectors is None else vectors[n]) for n, i in enumerate(keep)]
         data = pa.Table.from_pylist(rows, schema=self._schema(name))
-        table = self.table(name)
-        with self._write_lock, _engine_errors(f"write to {name}"):
-            before = int(table.version)
-            if insert_only:
-                table.add(data)
-            else:
-                table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
-            after = int(table.version)
-            if vectors is not None and after == before + 1:
-                self._vectors.wrote(name, before=before, after=after, rows=_per_user(rows, vectors))
-            else:  # someone else committed in between: cached blocks may miss their rows
-                self._vectors.drop(name)
-            self._ensure_indexes(name)
-            self._after_write(name)
+        table = self.table(name) if mode == "append" else self._keyed_table(name)
+
+        def commit() -> int:
+            with self._write_lock, _engine_errors(f"write to {name}"):
+                before = int(table.version)
+                if mode == "append":
+                    table.add(data)
+                    written = len(rows)
+                else:
+                    # The scan, not the id index: Lance's indexed merge skips the new-key conflict check.
+                    merge = table.merge_insert("id").use_index(False)
+                    if mode == "upsert":
+                        merge = merge.when_matched_update_all()
+                    result = merge.when_not_matched_insert_all().execute(data)
+                    written = int(result.num_inserted_rows) + int(result.num_updated_rows)
+                after = int(table.version)
+                if vectors is not None and after == before + 1 and (mode != "absent" or written == len(rows)):
+                    self._vectors.wrote(name, before=before, after=after, rows=per_user(rows, vectors))
+                else:  # someone else committed in between, or rows were skipped: cached blocks may be wrong
+                    self._vectors.drop(name)
+                return written
+
+        written = self._retry(f"write to {name}", commit)
+        if mode == "upsert" and written > len(rows):  # the table held an id twice (written before the key)
+            self.dedupe(name, [r["id"] for r in rows])
+        self._ensure_indexes(name)
+        self._after_write(name, table)
+        return written
 
     def delete(self, name: TableName, where: Where) -> None:
-        with self._write_lock, _engine_errors(f"delete from {name}"):
-            self.table(name).delete(where.sql())
-            self._vectors.drop(name)
-            self._after_write(name)
+        def commit() -> None:
+            with self._write_lock, _engine_errors(f"delete from {name}"):
+                self.table(name).delete(where.sql())
+                self._vectors.drop(name)
 
-    def _after_write(self, name: str) -> None:
+        self._retry(f"delete from {name}", commit)
+        self._after_write(name, self.table(name))
+
+    def dedupe(self, name: str, ids: Sequence[str] | None = None) -> int:
+        """Delete all but one row per id (of ``ids``, or all; see :func:`duplicate_losers`); returns how many."""
+
+        def commit() -> int:
+            with self._write_lock, _engine_errors(f"remove duplicates from {name}"):
+                query = self.table(name).search().with_row_id(True)
+                if ids is not None:
+                    query = query.where(Where(eq={}, isin={"id": list(ids)}).sql())
+                rows = query.select(["id", "updated_at"]).limit(None).to_arrow().to_pylist()
+                losers = duplicate_losers(rows)
+                if losers:  # row ids are integers; each paired with its id, so a stale address deletes nothing
+                    pairs = (f"(id = {sql_literal(i)} AND _rowid = {r:d})" for i, r in losers)
+                    self.table(name).delete(" OR ".join(pairs))
+                    self._vectors.drop(name)
+                return len(losers)
+
+        return self._retry(f"remove duplicates from {name}", commit)
+
+    def _after_write(self, name: str, table: Any) -> None:
         """Every write adds a fragment and a version; many small ones slow every read down.
 
         So every ``compact_every`` writes from this process the table is compacted and its
@@ -352,13 +423,18 @@ class Store:
         self._writes[name] = self._writes.get(name, 0) + 1
         if self.compact_every and self._writes[name] >= self.compact_every:
             self._writes[name] = 0
-            self.table(name).optimize(cleanup_older_than=self.keep_versions, delete_unverified=False)
-            self._vectors.drop(name)
+
+            def compact() -> None:
+                with self._write_lock, _engine_errors(f"compact {name}"):
+                    table.optimize(cleanup_older_than=self.keep_versions, delete_unverified=False)
+                    self._vectors.drop(name)
+
+            self._retry(f"compact {name}", compact)
 
     # -- reads ------------------------------------------------------------------------------
 
     def _records(self, name: str, rows: list[dict[str, Any]]) -> list[Any]:
-        model = _SPECS[name].model
+        model = SPECS[name].model
         return [model.model_validate_json(r["record"]) for r in rows]
 
     def query(self, name: TableName, where: Where, *, limit: int | None = None) -> list[Any]:
@@ -424,7 +500,7 @@ class Store:
             block = self._vectors.get(key, version) or self._load_block(name, namespace, user, version)
         rest = {k: v for k, v in where.eq.items() if k not in ("namespace", "user_id")}
         keep = block.mask(rest, where.isin or {}, where.ne or {})
-        model = _SPECS[name].model
+        model = SPECS[name].model
         return [
             Hit(record=model.model_validate_json(record), score=score, vector=vec)
             for record, score, vec in top_k(block, vector, keep, limit)
@@ -469,14 +545,18 @@ class Store:
         return self._hits(name, rows, lambda row: 1.0 - float(row["_distance"]))
 
     def text_search(self, name: TableName, text: str, where: Where, *, limit: int) -> list[Hit]:
-        """Full-text (BM25, stemmed, stop words removed) matches within ``where``."""
-        if not text.strip() or (name not in self._indexed and self.count(name) == 0):
+        """Full-text (BM25, stemmed, stop words removed) matches within ``where``.
+
+        Any text is a cue, never query syntax: quotes, operators and brackets are dropped, words kept.
+        """
+        cue = fts_cue(text)
+        if not cue or (name not in self._indexed and self.count(name) == 0):
             return []
         self._ensure_indexes(name)
         with _engine_errors(f"full-text search {name}"):
             rows = (
                 self.table(name)
-                .search(text, query_type="fts", fts_columns=["text", "context"])
+                .search(_fts_query(cue), query_type="fts")
                 .where(where.sql(), prefilter=True)
                 .select([*_HIT_COLUMNS, "_score"])
                 .limit(limit)
@@ -496,24 +576,29 @@ class Store:
     def optimize(self, *, cleanup_older_than: timedelta | None = None) -> dict[str, int]:
         """Compact files, fold new rows into indexes and drop old versions; returns versions per table."""
         versions: dict[str, int] = {}
-        for name in _SPECS:
-            table = self.table(name)
+        for name in SPECS:
+            table = self._keyed_table(name)  # declaring the key also removes duplicate ids of an older store
             self._vectors.drop(name)
-            with self._write_lock, _engine_errors(f"optimize {name}"):
+            with _engine_errors(f"count {name}"):
                 if table.count_rows() == 0:
                     continue
-                self._ensure_indexes(name)
-                table.optimize(
-                    cleanup_older_than=self.keep_versions if cleanup_older_than is None else cleanup_older_than,
-                    delete_unverified=False,
-                )
-                versions[name] = len(table.list_versions())
+            self._ensure_indexes(name)
+
+            def compact(table: Any = table, name: str = name) -> int:
+                with self._write_lock, _engine_errors(f"optimize {name}"):
+                    table.optimize(
+                        cleanup_older_than=self.keep_versions if cleanup_older_than is None else cleanup_older_than,
+                        delete_unverified=False,
+                    )
+                    return len(table.list_versions())
+
+            versions[name] = self._retry(f"optimize {name}", compact)
         return versions
 
     def stats(self) -> dict[str, Any]:
         """Rows and versions per table, for reports and benchmarks."""
         out: dict[str, Any] = {}
-        for name in _SPECS:
+        for name in SPECS:
             table = self.table(name)
             with _engine_errors(f"describe {name}"):
                 out[name] = {"rows": table.count_rows(), "versions": len(table.list_versions())}
@@ -548,28 +633,81 @@ class Store:
         store to itself: a reader or writer in another process still on an older version fails.
         """
         table = self.table(name)
-        with self._write_lock, _engine_errors(f"purge {name}"), warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r".*cleanup_older_than=0.*", category=UserWarning)
-            live = table.to_arrow()
-            table.add(live, mode="overwrite")
-            self._vectors.drop(name)
-            self._indexed.discard(name)
-            if live.num_rows:
-                self._ensure_indexes(name)
-            table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+
+        def rewrite() -> None:
+            with self._write_lock, _engine_errors(f"purge {name}"), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=r".*cleanup_older_than=0.*", category=UserWarning)
+                live = table.to_arrow()
+                table.add(live, mode="overwrite")
+                self._vectors.drop(name)
+                self._indexed.discard(name)
+                if live.num_rows:
+                    self._ensure_indexes(name)
+                table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+
+        self._retry(f"purge {name}", rewrite)
+
+    # -- leases (see _leases.py) ------------------------------------------------------------
+
+    def _leases(self) -> Any:
+        if LEASES not in self._tables:
+            with _engine_errors("open the leases table"):
+                self._tables[LEASES] = self._retry(
+                    "create the leases table",
+                    lambda: self._db.create_table(LEASES, schema=_LEASE_SCHEMA, exist_ok=True),
+                )
+        return self._tables[LEASES]
+
+    def claim(
+        self, key: str, *, holder: str, token: str, expires_at: datetime, now: datetime, renew: bool = False
+    ) -> bool:
+        """Write the lease row of ``key`` if it may be taken; True if it was written.
+
+        It may be taken when absent, expired at ``now`` or held by ``holder``; with ``renew``, only
+        when it still carries ``token``. One merge decides, so two processes never both win: a
+        concurrent update of the row, or insert of the key, makes the later commit conflict and
+        its retry sees the winner's row.
+        """
+        table = self._leases()
+        row = pa.Table.from_pylist(
+            [{"id": key, "holder": holder, "token": token, "expires_at": expires_at}], schema=_LEASE_SCHEMA
+        )
+        if renew:
+            condition = f"target.token = {sql_literal(token)}"
+        else:
+            condition = f"target.expires_at <= {sql_timestamp(now)} OR target.holder = {sql_literal(holder)}"
+
+        def commit() -> int:
+            with self._write_lock, _engine_errors("write a lease"):
+                merge = table.merge_insert("id").use_index(False).when_matched_update_all(where=condition)
+                result = (merge if renew else merge.when_not_matched_insert_all()).execute(row)
+                return int(result.num_inserted_rows) + int(result.num_updated_rows)
+
+        won = self._retry("write a lease", commit) == 1
+        self._after_write(LEASES, table)
+        return won
+
+    def unclaim(self, key: str, *, token: str) -> None:
+        """Delete the lease row of ``key`` if it still carries ``token`` (else someone took it over)."""
+        table = self._leases()
+
+        def commit() -> None:
+            with self._write_lock, _engine_errors("release a lease"):
+                table.delete(f"id = {sql_literal(key)} AND token = {sql_literal(token)}")
+
+        self._retry("release a lease", commit)
+        self._after_write(LEASES, table)
+
+    def lease_row(self, key: str) -> dict[str, Any] | None:
+        """The lease row of ``key`` (id, holder, token, expires_at), or None."""
+        with _engine_errors("read a lease"):
+            rows = self._leases().search().where(f"id = {sql_literal(key)}").limit(None).to_list()
+        return {k: rows[0][k] for k in _LEASE_SCHEMA.names} if rows else None
 
 
-def _per_user(
-    rows: Sequence[dict[str, Any]], vectors: np.ndarray
-) -> dict[tuple[str, str], tuple[dict[str, list[str | None]], np.ndarray]]:
-    """Written rows grouped by user, in the shape the vector cache applies."""
-    grouped: dict[tuple[str, str], list[int]] = {}
-    for i, row in enumerate(rows):
-        grouped.setdefault((row["namespace"], row["user_id"]), []).append(i)
-    return {
-        key: ({c: [rows[i][c] for i in idx] for c in COLUMNS}, np.asarray(vectors[idx], dtype=np.float32))
-        for key, idx in grouped.items()
-    }
+def _fts_query(cue: str) -> MultiMatchQuery:
+    """Both columns, as plain words: a query object, so nothing in the cue is parsed as syntax."""
+    return MultiMatchQuery(cue, ["text", "context"], boosts=[1.0, 1.0], operator=FullTextOperator.OR)
 
 
 def local_uri(uri: str) -> str:
@@ -589,28 +727,3 @@ def stored_meta(uri: str, *, storage_options: Mapping[str, str] | None = None) -
         except (ValueError, FileNotFoundError):  # lancedb's "table not found"
             return {}
         return {r["key"]: r["value"] for r in meta.to_arrow().to_pylist()}
-
-
-def _mismatch(uri: str, key: str, stored: Mapping[str, str], wanted: Mapping[str, str]) -> str:
-    """Say which embedder made the store and how to open or migrate it."""
-    if key not in {"embedder_id", "dimensions"}:
-        return (
-            f"store {uri!r} was written with {key}={stored.get(key)!r}, not {wanted[key]!r}; "
-            "open it with the same tiermem version or use another store"
-        )
-    made = stored.get("embedder_id", "")
-    if made.startswith(REEMBEDDING):
-        return (
-            f"store {uri!r} is part-way through `tiermem reembed` to {made.removeprefix(REEMBEDDING)!r} "
-            f"(interrupted?); run `tiermem reembed --store {uri}` again to finish it"
-        )
-    from ._embedders import embedder_name  # here: the store layer does not otherwise know embedders
-
-    name = embedder_name(made)
-    how = f"embedder={name!r}" if name else "the embedder that made it"
-    return (
-        f"store {uri!r} was made with the embedder {made!r} ({stored.get('dimensions')} dimensions), "
-        f"not {wanted['embedder_id']!r} ({wanted['dimensions']} dimensions), and vectors of two embedders cannot "
-        f"be mixed. Open it with {how} (the same embedder), migrate it once with `tiermem reembed --store {uri} "
-        "--embedder NAME` (re-embeds every table and records the new embedder), or use another store"
-    )

@@ -1,12 +1,12 @@
-"""``system()``: the capability plus the write side. The composition root: the only module of
-``memory`` that imports ``pipelines`` (and ``jobs``).
+"""``system()``: the capability plus the write side. The composition root: with ``_capture``,
+``_sessions`` and ``_consolidation`` (its parts), the only modules of ``memory`` that import
+``pipelines`` (and ``jobs``).
 
-Durability: a turn is journaled before any model work; when a model call fails or never
-validates, the turn (or episode) stays pending with its error and ``retry_pending()`` takes it
-up later. A permanent failure (a 401, a model that does not exist) records the fingerprint of
-the model configuration it happened under and waits until that configuration changes; every
-deferral is logged at WARNING. Ids are deterministic and writes are upserts, so a rerun after a
-crash duplicates nothing.
+Nothing lost, nothing doubled: a turn is journaled exactly once before any model work (by its
+idempotency key); when a model call fails or never validates the turn (or episode) stays pending
+with its error, and ``retry_pending()`` takes it up later, with bounded attempts per item (then it
+is parked, visible in ``stats()``, and retried when asked). Stages several processes may run hold
+a per-user lease kept in the store, and every write is an idempotent upsert.
 """
 
 from __future__ import annotations
@@ -15,29 +15,25 @@ import asyncio
 import functools
 import logging
 import os
-from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Concatenate, Never, ParamSpec, TypeVar
 
-from tiermem.pipelines import (
-    LLMStages,
-    RulesStages,
-    StageModel,
-    consolidate_episodes,
-    encode_session,
-    observe_turn,
-    write_digest,
-)
+from tiermem.pipelines import LLMStages, RulesStages, StageModel
 
 from ._blocking import Blocking, run_blocking
 from ._capability import MemoryCapability, create_memory_capability
+from ._capture import Capture
 from ._clock import Clock
+from ._consolidation import Consolidation
 from ._context import TokenCounter
 from ._embedders import Embedder
 from ._erasure import EraseReport, Erasure, ForgetReport
-from ._errors import ConfigurationError, InvalidArgumentError, InvalidSubjectError, ModelError, error_kind
-from ._governance import carry_pins
-from ._identity import episode_id, fact_set_fingerprint, turn_id
+from ._errors import ConfigurationError, InvalidArgumentError
+from ._history import Conversation, HistoryProgress, HistoryReport, import_conversations
+from ._identity import fact_set_fingerprint
+from ._leases import Leases
 from ._options import (
     CapabilityPreset,
     DigestOptions,
@@ -49,12 +45,15 @@ from ._options import (
     reject_unknown,
 )
 from ._portability import ImportReport, Source
-from ._records import Episode, Fact, MemoryContext, Message, Turn
+from ._records import Episode, Fact, MemoryContext
 from ._results import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult
+from ._retries import RetryPolicy, blocked, due, model_config
+from ._sessions import Sessions, holder_id
 from ._store import Store
-from ._subjects import canonical_subject
-from ._tiers import checked_context, embedded_text
+from ._tiers import checked_context
+from ._tools import Toolset
 from ._transcripts import DEFAULT_KEEP_ROLES, keep_roles_option, normalize_messages, split_turns
+from ._write_tools import write_tools
 
 __all__ = [
     "CaptureResult",
@@ -74,25 +73,6 @@ _PROVIDER_DEFAULTS = {
     "ANTHROPIC_API_KEY": "anthropic/claude-3-5-haiku-latest",
     "GEMINI_API_KEY": "gemini/gemini-2.0-flash",
 }
-
-_NO_ERROR: dict[str, Any] = {"error": None, "error_kind": None, "error_config": None}
-
-
-def _model_config(stages: StageModel) -> str:
-    """The stage model's configuration fingerprint (an LLM's covers model, settings and provider env)."""
-    fingerprint = getattr(stages, "fingerprint", None)
-    return fingerprint if isinstance(fingerprint, str) else stages.name
-
-
-def _failure(exc: ModelError, config: str) -> dict[str, Any]:
-    """What a deferred turn or episode records about its failure."""
-    return {"error": str(exc)[:2000], "error_kind": error_kind(exc), "error_config": config}
-
-
-def _blocked(record: Turn | Episode, config: str) -> bool:
-    """Failed permanently under the configuration still in use: a retry would fail the same way."""
-    return record.error_kind == "permanent" and record.error_config == config
-
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -120,22 +100,12 @@ def _read_sync(method: Callable[Concatenate[MemoryCapability, P], R]) -> Callabl
     return read
 
 
-def _speaker(messages: Sequence[Message], aliases: Mapping[str, str]) -> str:
-    """Who spoke: a named speaker's subject (the user's display names are "user"), else the user."""
-    name = next((m.name for m in messages if m.role == "user" and m.name), None)
-    if name is None:
-        return "user"
-    try:
-        return canonical_subject(name, aliases=aliases)
-    except InvalidSubjectError:
-        return "user"
-
-
 class MemorySystem:
     """The write side (capture, sessions, consolidation, digests) over the read side it holds.
 
-    Holds the capability (its tier repository and relations are where every write goes) and the
-    stage model; the read API is the capability's, delegated name by name below.
+    Holds the capability (its tier repository and relations are where every write goes), the
+    stage model and the write side's parts; the read API is the capability's, delegated name by
+    name below.
     """
 
     def __init__(
@@ -144,20 +114,34 @@ class MemorySystem:
         capability: MemoryCapability,
         stages: StageModel,
         keep_roles: Collection[str] = DEFAULT_KEEP_ROLES,
+        retries: RetryPolicy | None = None,
     ) -> None:
         self.capability = capability
         self.tiers = capability.tiers
         self.relations = capability.relations
         self.stages = stages
         self.keep_roles = keep_roles_option(keep_roles)
-        self._locks: dict[tuple[str, str, str], asyncio.Lock] = {}
+        self.retries = retries or RetryPolicy()
+        self.holder = holder_id()
+        self.leases = Leases(capability.store)
+        self._capture = Capture(
+            tiers=self.tiers, stages=stages, clock=capability.clock, keep_roles=self.keep_roles, retries=self.retries
+        )
+        self._sessions = Sessions(
+            tiers=self.tiers, stages=stages, clock=capability.clock, capture=self._capture, leases=self.leases,
+            holder=self.holder, retries=self.retries,
+        )  # fmt: skip
+        self._consolidation = Consolidation(
+            capability=capability, stages=stages, clock=capability.clock, leases=self.leases, holder=self.holder,
+            retries=self.retries,
+        )  # fmt: skip
         self._scheduler: Any = None
-        self._last_turn: dict[str, Turn] = {}
         self.erasure = Erasure(capability.governance, rewrite_digest=self.digest)  # forget rewrites the digest
 
     # -- the read API, the capability's -----------------------------------------------------
 
     recall = _read(MemoryCapability.recall)
+    feedback = _read(MemoryCapability.feedback)
     format_context = _read(MemoryCapability.format_context)
     add_alias = _read(MemoryCapability.add_alias)
     aliases = _read(MemoryCapability.aliases)
@@ -173,7 +157,18 @@ class MemorySystem:
     connections = _read(MemoryCapability.connections)
     relate = _read(MemoryCapability.relate)
     ego_graph = _read(MemoryCapability.ego_graph)
-    tools = _read_sync(MemoryCapability.tools)
+
+    def tools(self, ctx: MemoryContext, *, write: bool = False) -> Toolset:
+        """The capability's tools bound to ``ctx``; ``write``: also the agent's write tools (opt-in).
+
+        With ``write``, ``memory_remember`` (when the semantic tier is on) and ``memory_forget``
+        (through :meth:`forget`) write and delete the bound user's memories only.
+        """
+        bound = self.capability.tools(ctx)
+        if write is not True and write is not False:
+            raise ConfigurationError(f"write must be True or False, not {write!r}")
+        return Toolset([*bound, *write_tools(self.capability, ctx, forget=self.forget)]) if write else bound
+
     recall_sync = _read_sync(MemoryCapability.recall_sync)
     format_context_sync = _read_sync(MemoryCapability.format_context_sync)
     item = _read_sync(MemoryCapability.item)
@@ -230,7 +225,8 @@ class MemorySystem:
         """Run the scheduled jobs on this event loop until ``stop`` is set; returns jobs abandoned.
 
         Every write is one atomic LanceDB commit and every stage is idempotent, so a job abandoned
-        after ``grace`` seconds leaves nothing half-written; the next run redoes its work.
+        after ``grace`` seconds leaves nothing half-written; the next run redoes its work. Several
+        workers on one store share the work through per-user leases.
         """
         from tiermem.jobs import schedule_jobs, wait_for_jobs
 
@@ -247,56 +243,48 @@ class MemorySystem:
         """Model usage per stage: calls, retries, failures, tokens, cost, latency."""
         return self.stages.ledger.snapshot()
 
-    def _lock(self, ctx: MemoryContext) -> asyncio.Lock:
-        key = (ctx.namespace, ctx.user_id, ctx.session_id or "")
-        return self._locks.setdefault(key, asyncio.Lock())
-
-    async def _names(self, ctx: MemoryContext) -> tuple[list[str], dict[str, str]]:
-        """The user's display names (for the prompts) and every alias of this user."""
-        aliases = await run_blocking(self.tiers.aliases, ctx)
-        return [name.title() for name, subject in aliases.items() if subject == "user"], aliases
-
     # -- capture ----------------------------------------------------------------------------
 
     async def capture(
         self,
         ctx: MemoryContext,
-        messages: Sequence[Mapping[str, Any] | Message | Any],
+        messages: Sequence[Mapping[str, Any] | Any],
         *,
         metadata: Mapping[str, Any] | None = None,
+        at: datetime | None = None,
+        idempotency_key: str | None = None,
     ) -> CaptureResult:
-        """After each turn: journal it, then observe it (one model call). Never loses the turn.
+        """After each turn: journal it exactly once, then observe it (one model call). Never loses the turn.
 
         ``messages``: the turn as the model API saw it, OpenAI or litellm shapes (dicts or message
         objects, tool calls and results included); the log keeps the roles in ``keep_roles``, and
         an invalid message raises InvalidArgumentError naming its index before anything is written.
+        ``at``: the turn's real time (importing history): every record derived from it is dated by it.
+        ``idempotency_key``: names the turn, so a rerun returns the first result (``duplicate=True``)
+        instead of a second turn. Without one the key is derived from the messages and ``at`` (or,
+        without ``at``, a 10-minute window: the same messages twice in one session within it are one turn).
         """
-        sid = checked_context(ctx, session="capture").session_id
-        assert sid is not None  # checked above
-        msgs = normalize_messages(messages, keep_roles=self.keep_roles)
-        async with self._lock(ctx):
-            seq = await run_blocking(self.tiers.turn_count, ctx, sid)
-            previous_id = turn_id(ctx, session_id=sid, seq=seq - 1)
-            previous = self._last_turn.get(previous_id)
-            if previous is None and seq > 0:
-                found = await run_blocking(self.tiers.session_turns, ctx, sid, ids=[previous_id])
-                previous = found[0] if found else None
-            aliases = await run_blocking(self.tiers.aliases, ctx)
-            turn = Turn(
-                id=turn_id(ctx, session_id=sid, seq=seq),
-                namespace=ctx.namespace,
-                user_id=ctx.user_id,
-                session_id=sid,
-                seq=seq,
-                messages=msgs,
-                subject=_speaker(msgs, aliases),
-                context=" ".join(m.content for m in previous.messages)[-1000:] if previous else "",
-                created_at=self.clock.now(),
-                metadata=dict(metadata or {}),
-            )
-            await run_blocking(self.tiers.put_turns, [turn], new=True)
-            self._last_turn = {turn.id: turn}  # the next capture's context, without a read
-            return await self._observe(ctx, turn)
+        return await self._capture.capture(ctx, messages, metadata=metadata, at=at, idempotency_key=idempotency_key)
+
+    async def import_conversations(
+        self,
+        ctx: MemoryContext,
+        conversations: Iterable[Conversation | Mapping[str, Any]],
+        *,
+        concurrency: int = 4,
+        on_progress: Callable[[HistoryProgress], None] | None = None,
+        consolidate: bool = True,
+    ) -> HistoryReport:
+        """Feed a user's past conversations through the pipeline with their real dates; resumable.
+
+        ``conversations``: ``{"session_id": ..., "turns": [{"at": datetime or ISO string, "messages": [...]}]}``
+        each (checked whole before anything is written). Sessions run ``concurrency`` at a time, each
+        is ended, then the user is consolidated and digested. Run it again after a crash: turns already
+        journaled are skipped.
+        """
+        return await import_conversations(
+            self, ctx, conversations, concurrency=concurrency, on_progress=on_progress, consolidate=consolidate
+        )
 
     async def capture_from_items(
         self, ctx: MemoryContext, items: Sequence[Mapping[str, Any] | Sequence[Mapping[str, Any]]]
@@ -308,128 +296,28 @@ class MemorySystem:
         checked = [normalize_messages(turn, keep_roles=self.keep_roles) for turn in split_turns(items)]
         return [await self.capture(ctx, turn) for turn in checked]
 
-    async def _observe(self, ctx: MemoryContext, turn: Turn) -> CaptureResult:
-        names, aliases = await self._names(ctx)
-        known = await run_blocking(self.tiers.known_subjects, ctx)
-        try:
-            observed = await observe_turn(
-                self.stages, turn=turn, user_names=names, aliases=aliases, known_subjects=known
-            )
-        except ModelError as exc:
-            update = {**_failure(exc, _model_config(self.stages)), "attempts": turn.attempts + 1}
-            failed = turn.model_copy(update=update)
-            await run_blocking(self.tiers.put_turns, [failed])
-            log.warning("turn %s journaled, observation deferred (%s failure): %s", turn.id, error_kind(exc), exc)
-            return CaptureResult(turn=failed, entries=[], deferred=True, error=str(exc), exception=exc)
-        await run_blocking(self.tiers.add_working_entries, ctx, observed.entries)
-        done = turn.model_copy(update={**_NO_ERROR, "status": "observed", "attempts": turn.attempts + 1})
-        await run_blocking(self.tiers.put_turns, [done])
-        log.debug("turn %s observed: %d entries", turn.id, len(observed.entries))
-        return CaptureResult(turn=done, entries=observed.entries)
-
-    # -- sessions ---------------------------------------------------------------------------
+    # -- sessions, consolidation, digest ----------------------------------------------------
 
     async def end_session(self, ctx: MemoryContext, session_id: str | None = None) -> SessionResult:
-        """Encode the session as an episode (one model call) and close its working memory."""
+        """Encode the session's observed turns as an episode (one model call) and close its working memory.
+
+        Idempotent: a rerun after a crash finishes what it left. ``busy`` when another process is ending it.
+        """
         checked_context(ctx)
         sid = session_id or ctx.session_id
         if sid is None:
             raise InvalidArgumentError("end_session needs a session_id")
-        sctx = ctx.model_copy(update={"session_id": sid})
-        async with self._lock(sctx):
-            return await self._encode(sctx, sid)
-
-    async def _encode(self, ctx: MemoryContext, sid: str) -> SessionResult:
-        turns = await run_blocking(self.tiers.session_turns, ctx, sid)
-        if not turns:
-            return SessionResult(episode=None)
-        existing = await run_blocking(self.tiers.episode, ctx, episode_id(ctx, session_id=sid))
-        if existing and existing.status != "failed" and set(existing.provenance) >= {t.id for t in turns}:
-            return SessionResult(episode=existing)  # already encoded and nothing new since: no re-queue
-        config = _model_config(self.stages)
-        for turn in [t for t in turns if t.status == "pending" and not _blocked(t, config)]:
-            await self._observe(ctx, turn)  # one more chance before the session closes
-        entries = await run_blocking(self.tiers.working_memory, ctx, include_inactive=True)
-        names, aliases = await self._names(ctx)
-        now = self.clock.now()
-        try:
-            episode = await encode_session(
-                self.stages,
-                ctx=ctx,
-                session_id=sid,
-                entries=entries,
-                turns=turns,
-                user_names=names,
-                aliases=aliases,
-                now=now,
-            )
-        except ModelError as exc:
-            marker = Episode(
-                id=episode_id(ctx, session_id=sid), namespace=ctx.namespace, user_id=ctx.user_id, session_id=sid,
-                summary="",
-                started_at=turns[0].created_at, ended_at=turns[-1].created_at, created_at=now, updated_at=now,
-                status="failed", provenance=tuple(t.id for t in turns), **_failure(exc, config),
-            )  # fmt: skip
-            await run_blocking(self.tiers.add_episode, marker)
-            log.warning("session %s: episode encoding deferred (%s failure): %s", sid, error_kind(exc), exc)
-            return SessionResult(episode=None, deferred=True, error=str(exc), exception=exc)
-        await run_blocking(self.tiers.add_episode, episode)
-        closed = [e.model_copy(update={"status": "closed", "updated_at": now}) for e in entries if e.status != "closed"]
-        await run_blocking(self.tiers.put_working, closed)
-        log.debug("session %s encoded as episode %s (%d turns)", sid, episode.id, len(turns))
-        return SessionResult(episode=episode)
-
-    # -- consolidation ----------------------------------------------------------------------
-
-    def _candidate_facts(self, ctx: MemoryContext, episodes: Sequence[Episode], per_episode: int = 20) -> list[Fact]:
-        """Existing facts the consolidator should see: the nearest ones of the same subjects (blocking)."""
-        found: dict[str, Fact] = {}
-        vectors = self.tiers.embed([embedded_text(e) for e in episodes])  # as the episodes are stored
-        for episode, vector in zip(episodes, vectors, strict=True):
-            for fact in self.tiers.nearest_facts(ctx, vector, subjects=episode.subjects, limit=per_episode):
-                found[fact.id] = fact
-        return list(found.values())
+        return await self._sessions.end(ctx, sid)
 
     async def consolidate(self, ctx: MemoryContext, *, batch_size: int = 4) -> ConsolidationResult:
-        """Turn the user's pending episodes into facts (and edges), one model call per batch."""
-        checked_context(ctx)
-        result = ConsolidationResult()
-        config = _model_config(self.stages)
-        pending = await run_blocking(self.tiers.episodes, ctx, statuses=["pending"])
-        pending = sorted((e for e in pending if not _blocked(e, config)), key=lambda e: (e.started_at, e.id))
-        names, aliases = await self._names(ctx)
-        for start in range(0, len(pending), batch_size):
-            batch = pending[start : start + batch_size]
-            existing = await run_blocking(self._candidate_facts, ctx, batch)
-            observed = await run_blocking(self.tiers.session_entries, ctx, [e.session_id for e in batch])
-            now = self.clock.now()
-            try:
-                plan = await consolidate_episodes(
-                    self.stages, ctx=ctx, episodes=batch, observations=observed, existing=existing, user_names=names,
-                    aliases=aliases, relations=self.relations.options, now=now,
-                    known_subjects=await run_blocking(self.tiers.known_subjects, ctx),
-                )  # fmt: skip
-            except ModelError as exc:
-                failed = [e.model_copy(update={**_failure(exc, config), "updated_at": now}) for e in batch]
-                await run_blocking(self.tiers.put_episodes, failed)
-                log.warning("consolidation of %d episodes deferred (%s failure): %s", len(batch), error_kind(exc), exc)
-                result.deferred, result.error, result.exception = True, str(exc), exc
-                return result
-            await run_blocking(self.tiers.put_facts, carry_pins(list(plan.facts.values())))  # a pin outlives updates
-            if plan.edges:
-                await run_blocking(self.relations.put_edges, ctx, plan.edges)
-            # A superseded fact takes the edges it alone supported with it (closed, kept as history).
-            await run_blocking(self.relations.close_unsupported_edges, ctx)
-            done = [e.model_copy(update={**_NO_ERROR, "status": "consolidated", "updated_at": now}) for e in batch]
-            await run_blocking(self.tiers.put_episodes, done)
-            result.episodes += len(batch)
-            for key, value in plan.counts.items():
-                result.counts[key] = result.counts.get(key, 0) + value
-            result.refusals += [f"{r.op} {r.subject}: {r.reason}" for r in plan.refused]
-            log.debug("consolidated %d episodes: %s, %d refused", len(batch), plan.counts, len(plan.refused))
-        return result
+        """Turn the user's pending episodes into facts (and edges), one model call per batch.
 
-    # -- digest -----------------------------------------------------------------------------
+        ``busy`` (nothing done) when another process holds this user's consolidation lease.
+        """
+        checked_context(ctx)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError(f"batch_size must be an int >= 1, not {batch_size!r}")
+        return await self._consolidation.consolidate(ctx, batch_size=batch_size)
 
     def fact_fingerprint(self, facts: Sequence[Fact]) -> str:
         return fact_set_fingerprint(facts)
@@ -440,60 +328,54 @@ class MemorySystem:
         Superseded facts and closed edges are not shown to the model: the digest states what holds now.
         """
         checked_context(ctx)
-        options = self.capability.digest_options
-        if options is None:
-            return DigestResult(digest=None)
-        facts = await run_blocking(self.tiers.facts, ctx)
-        if not facts:
-            return DigestResult(digest=None)
-        now = self.clock.now()
-        ranked = sorted(facts, key=lambda f: (-self.item(f, now).confidence, f.id))[: options.max_facts]
-        edges = await run_blocking(self.relations.current_edges, ctx)  # empty when relations are off
-        names, _ = await self._names(ctx)
-        previous = await run_blocking(self.tiers.latest_digest, ctx)
-        try:
-            text = await write_digest(
-                self.stages, facts=ranked, edges=edges, user_names=names, previous=previous.text if previous else None
-            )
-        except ModelError as exc:
-            log.warning("digest deferred (%s failure): %s", error_kind(exc), exc)
-            return DigestResult(digest=None, deferred=True, error=str(exc), exception=exc)
-        meta = {"fingerprint": self.fact_fingerprint(facts), "model": self.stages.name}
-        written = await run_blocking(self.tiers.set_digest, ctx, text, provenance=[f.id for f in ranked], metadata=meta)
-        return DigestResult(digest=written)
+        return await self._consolidation.digest(ctx)
 
     # -- retries ----------------------------------------------------------------------------
 
-    async def retry_pending(self, ctx: MemoryContext | None = None) -> RetryReport:
-        """Redo the model work that failed: turns, episode encodings, consolidations.
+    async def retry_pending(
+        self, ctx: MemoryContext | None = None, *, include_parked: bool = False, due_only: bool = False
+    ) -> RetryReport:
+        """Redo the model work that failed: turns, episode encodings, consolidations (this user's, or all).
 
         Work that failed permanently under the model configuration still in use is skipped (and
         counted in ``skipped``): it would fail the same way until the key, model or settings change.
+        Parked work (out of attempts) is retried only with ``include_parked``; ``due_only`` (the
+        scheduled job) leaves work whose backoff has not passed.
         """
         report = RetryReport()
-        config = _model_config(self.stages)
-        turns = await run_blocking(self.tiers.pending_turns, checked_context(ctx) if ctx is not None else None)
+        config, now = model_config(self.stages), self.clock.now()
+        scope = checked_context(ctx) if ctx is not None else None
+        turns = await run_blocking(self.tiers.pending_turns, scope, include_parked=include_parked)
+        observed = []
         for turn in sorted(turns, key=lambda t: (t.session_id, t.seq)):
-            if _blocked(turn, config):
+            if blocked(turn, config):
                 report.skipped += 1
+                continue
+            if due_only and not due(turn, now):
                 continue
             tctx = MemoryContext(namespace=turn.namespace, user_id=turn.user_id, session_id=turn.session_id)
             report.turns += 1
-            async with self._lock(tctx):
-                report.turns_ok += 0 if (await self._observe(tctx, turn)).deferred else 1
-        episodes = await run_blocking(self.tiers.unfinished_episodes, ctx)
+            async with self._capture.locks.session(tctx):
+                result = await self._capture.observe(tctx, turn)
+            report.turns_ok += 0 if result.deferred else 1
+            observed.append(result.turn)
+        report.sessions = await self._sessions.reencode_late(observed)
+        episodes = await run_blocking(self.tiers.unfinished_episodes, scope, include_parked=include_parked)
         users: dict[tuple[str, str], MemoryContext] = {}
         for episode in episodes:
-            if _blocked(episode, config):
+            if blocked(episode, config):
                 report.skipped += 1
                 continue
             ectx = MemoryContext(namespace=episode.namespace, user_id=episode.user_id, session_id=episode.session_id)
-            if episode.status == "failed":
+            if episode.status == "failed" or (episode.status == "parked" and not episode.summary):
+                if due_only and not due(episode, now):
+                    continue
                 report.episodes += 1
                 report.episodes_ok += 0 if (await self.end_session(ectx)).deferred else 1
             users[(episode.namespace, episode.user_id)] = ectx
         for uctx in users.values():
-            if not (await self.consolidate(uctx)).deferred:
+            done = await self._consolidation.consolidate(uctx, due_only=due_only, include_parked=include_parked)
+            if not done.deferred and not done.busy:
                 report.consolidations += 1
         if report.skipped:
             log.warning(
@@ -569,6 +451,7 @@ def system(
     validation_retries: int = 2,
     keep_roles: Collection[str] = DEFAULT_KEEP_ROLES,
     store: str | Path | Store | None = None,
+    storage_options: Mapping[str, str] | None = None,
     embedder: Embedder | str | None = None,
     embedder_dimensions: int | None = None,
     working: bool | dict[str, Any] | WorkingOptions = True,
@@ -601,8 +484,8 @@ def system(
     llm_options = {"timeout": timeout, "num_retries": num_retries, "validation_retries": validation_retries}
     stages = _stages(model, llm_options)
     capability = create_memory_capability(
-        store=store, embedder=embedder, embedder_dimensions=embedder_dimensions, working=working,
-        episodic=episodic, semantic=semantic, digest=digest, hygiene=hygiene, recall=recall, preset=preset,
-        clock=clock, max_context_tokens=max_context_tokens, token_counter=token_counter,
+        store=store, storage_options=storage_options, embedder=embedder, embedder_dimensions=embedder_dimensions,
+        working=working, episodic=episodic, semantic=semantic, digest=digest, hygiene=hygiene, recall=recall,
+        preset=preset, clock=clock, max_context_tokens=max_context_tokens, token_counter=token_counter,
     )  # fmt: skip
     return MemorySystem(capability=capability, stages=stages, keep_roles=keep_roles)

@@ -7,9 +7,12 @@ is decided once, by :func:`embedded_text`.
 
 from __future__ import annotations
 
+import logging
+import random
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -18,7 +21,7 @@ import numpy as np
 from ._clock import Clock
 from ._decay import reinforce, turn_decay
 from ._embedders import Embedder
-from ._errors import InvalidArgumentError
+from ._errors import EmbedderError, InvalidArgumentError, ModelError
 from ._identity import alias_id, digest_id, fact_id, working_entry_id
 from ._options import SemanticOptions, WorkingOptions
 from ._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn, WorkingEntry
@@ -27,6 +30,7 @@ from ._subjects import USER, canonical_subject
 
 __all__ = ["Tiers", "checked_context", "embedded_text", "scope"]
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 MAX_TEXT = 8000
 _CACHE_SIZE = 4096
@@ -167,6 +171,52 @@ class Tiers:
         """Journal turns (``new``: plain inserts, for turns never written before)."""
         self._write("turns", turns, new=new)
 
+    def journal(self, turn: Turn, *, replace: bool = False) -> bool:
+        """Write a turn even when the embedder fails (a zero vector: full-text search still finds it, and
+        the observer's write re-embeds it). New turns are inserted only if their id is absent, atomically
+        across processes; returns whether this call wrote the turn.
+        """
+        try:
+            vectors = self.embed([embedded_text(turn)])
+        except (EmbedderError, ModelError) as exc:
+            log.warning("turn %s journaled without a vector (embedder failed: %s)", turn.id, exc)
+            vectors = np.zeros((1, self.embedder.dimensions), dtype=np.float32)
+        if replace:
+            self.store.upsert("turns", [turn], vectors)
+            return True
+        return self.store.insert_absent("turns", [turn], vectors) == 1
+
+    def settle_seq(self, ctx: MemoryContext, turn: Turn) -> Turn:
+        """Make the turn's ``seq`` unique in its session after a concurrent writer took the same one.
+
+        Of two turns sharing a seq, the later (time, id) moves past the end as soon as it sees the
+        other. The earlier one waits a moment for it to do so, then moves itself: the other may have
+        returned before it could see this one. Each process moves only its own turn, so this converges
+        without a lock (seq stays unique; it may skip a number).
+        """
+        patience = 3
+        for _ in range(64):
+            turns = self.session_turns(ctx, turn.session_id)
+            rivals = [t for t in turns if t.seq == turn.seq and t.id != turn.id]
+            if not rivals:
+                return turn
+            if patience and all((t.created_at, t.id) > (turn.created_at, turn.id) for t in rivals):
+                patience -= 1
+                time.sleep(0.02 + 0.06 * random.random())  # the later writer moves when it sees us
+                continue
+            turn = turn.model_copy(update={"seq": max(t.seq for t in turns) + 1})
+            self.put_turns([turn])
+            patience = 3
+        return turn
+
+    def latest_turn(self, ctx: MemoryContext, session_id: str) -> Turn | None:
+        turns = self.session_turns(ctx, session_id)
+        return turns[-1] if turns else None
+
+    def turn_entries(self, ctx: MemoryContext, turn: Turn) -> list[WorkingEntry]:
+        """The working entries observed from one turn."""
+        return [e for e in self.session_entries(ctx, [turn.session_id]) if turn.id in e.provenance]
+
     def turn_count(self, ctx: MemoryContext, session_id: str) -> int:
         return self.store.count("turns", Where(eq={**scope(ctx), "session_id": session_id}))
 
@@ -174,11 +224,12 @@ class Tiers:
         """The session's turns in order (only ``ids`` when given)."""
         where = Where(eq={**scope(ctx), "session_id": session_id})
         turns: list[Turn] = self.store.query("turns", where) if ids is None else self.store.get("turns", where, ids)
-        return sorted(turns, key=lambda t: t.seq)
+        return sorted(turns, key=lambda t: (t.seq, t.created_at, t.id))
 
-    def pending_turns(self, ctx: MemoryContext | None = None) -> list[Turn]:
+    def pending_turns(self, ctx: MemoryContext | None = None, *, include_parked: bool = False) -> list[Turn]:
         """Turns the observer has not done yet: this user's, or every user's without ``ctx``."""
-        turns: list[Turn] = self.store.query("turns", Where(eq=scope(ctx) if ctx else {}, isin={"status": ["pending"]}))
+        statuses = ["pending", "failed"] if include_parked else ["pending"]
+        turns: list[Turn] = self.store.query("turns", Where(eq=scope(ctx) if ctx else {}, isin={"status": statuses}))
         return sorted(turns, key=lambda t: (t.namespace, t.user_id, t.session_id, t.seq))
 
     # -- working ----------------------------------------------------------------------------
@@ -297,10 +348,11 @@ class Tiers:
         episodes: list[Episode] = self.store.query("episodes", where)
         return sorted(episodes, key=lambda e: (e.ended_at, e.id), reverse=True)
 
-    def unfinished_episodes(self, ctx: MemoryContext | None = None) -> list[Episode]:
+    def unfinished_episodes(self, ctx: MemoryContext | None = None, *, include_parked: bool = False) -> list[Episode]:
         """Episodes whose encoding failed or that wait for consolidation (every user's without ``ctx``)."""
+        statuses = ["failed", "pending", "parked"] if include_parked else ["failed", "pending"]
         episodes: list[Episode] = self.store.query(
-            "episodes", Where(eq=scope(ctx) if ctx else {}, isin={"status": ["failed", "pending"]})
+            "episodes", Where(eq=scope(ctx) if ctx else {}, isin={"status": statuses})
         )
         return episodes
 
@@ -421,3 +473,57 @@ class Tiers:
     def latest_digest(self, ctx: MemoryContext) -> Digest | None:
         found = self.store.get("digests", Where(eq=scope(ctx)), [digest_id(ctx)])
         return found[0] if found else None
+
+    # -- episodic TTL that keeps cited turns (which turns stay is the janitor's rule) --------
+
+    def expire_episodes(
+        self, ctx: MemoryContext, episodes: Sequence[Episode], *, keep: Collection[str] = ()
+    ) -> list[str]:
+        """Expire episodes like :meth:`forget_episodes`, except that their turns in ``keep`` stay.
+
+        A kept turn is compacted to its messages (context, metadata and observer state dropped), and
+        its episode stays as a tombstone: status "expired", no summary, ``provenance`` the kept turns,
+        so the session is never encoded again from them and the next run finds them. ``episodes`` may
+        hold tombstones; one left with no kept turn is deleted. Writes only what changes; returns the
+        ids of the turns deleted.
+        """
+        if not episodes:
+            return []
+        where = scope(ctx)
+        covered = list(dict.fromkeys(t for e in episodes for t in e.provenance))
+        kept: list[Turn] = self.store.get("turns", Where(eq=where), [t for t in covered if t in keep])
+        self.put_turns([c for t in kept if (c := _compacted(t)) != t])
+        kept_ids = {t.id for t in kept}
+        gone = [t for t in covered if t not in kept_ids]
+        # Every delete is a new table version, even of nothing: delete only rows that are there.
+        if gone and self.store.count("turns", Where(eq=where, isin={"id": gone})):
+            self.store.delete("turns", Where(eq=where, isin={"id": gone}))
+        sessions = [e.session_id for e in episodes if e.status != "expired"]
+        closed = Where(eq={**where, "status": "closed"}, isin={"session_id": sessions})
+        if sessions and self.store.count("working", closed):
+            self.store.delete("working", closed)
+        now = self.clock.now()
+        tombstones: list[Episode] = []
+        dropped: list[str] = []
+        for episode in episodes:
+            mine = tuple(t for t in episode.provenance if t in kept_ids)
+            if not mine:
+                dropped.append(episode.id)
+            elif episode.status != "expired" or mine != episode.provenance:
+                tombstones.append(
+                    episode.model_copy(
+                        update={"status": "expired", "summary": "", "provenance": mine, "metadata": {},
+                                "error": None, "error_kind": None, "error_config": None, "updated_at": now}
+                    )
+                )  # fmt: skip
+        self.put_episodes(tombstones)
+        if dropped:
+            self.store.delete("episodes", Where(eq=where, isin={"id": dropped}))
+        return gone
+
+
+def _compacted(turn: Turn) -> Turn:
+    """A turn kept past its episode's TTL only as evidence: its messages, nothing else of the capture."""
+    return turn.model_copy(
+        update={"context": "", "metadata": {}, "error": None, "error_kind": None, "error_config": None, "attempts": 0}
+    )

@@ -6,13 +6,19 @@ so no argument can name another namespace, user or session.
 Results are compact by default (:func:`compact_item`: id, tier, subject, date, text), since every
 character of a tool result is a token the model reads; a tool whose arguments have a ``verbose``
 field returns the full :class:`MemoryItem` (confidence, scores, provenance, metadata) when it is set.
+
+A tool call never raises into the agent loop: arguments larger than :data:`MAX_ARGUMENT_BYTES` or
+nested deeper than :data:`MAX_ARGUMENT_DEPTH` are refused before they are validated, a
+:class:`TiermemError` comes back as its message, and anything else as a generic internal error
+(logged with its traceback on the ``tiermem.tools`` logger), each in the same error envelope.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -20,9 +26,25 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ._errors import ConfigurationError, TiermemError
 from ._records import MemoryItem
 
-__all__ = ["MemoryTool", "RecallArguments", "ToolEnvelope", "Toolset"]
+__all__ = [
+    "MAX_ARGUMENT_BYTES",
+    "MAX_ARGUMENT_DEPTH",
+    "MemoryTool",
+    "RecallArguments",
+    "ToolEnvelope",
+    "Toolset",
+    "parse_arguments",
+]
+
+log = logging.getLogger("tiermem.tools")
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+MAX_ARGUMENT_BYTES = 64 * 1024
+"""Largest tool arguments accepted, in bytes of JSON (a memory tool's arguments take a few hundred)."""
+MAX_ARGUMENT_DEPTH = 20
+"""Deepest nesting of objects and lists accepted in tool arguments (the schemas need two levels)."""
+MAX_ERROR_CHARS = 1000
+"""An error message is cut here: the model reads every character of it."""
 
 
 class RecallArguments(BaseModel):
@@ -58,6 +80,53 @@ class ToolEnvelope(BaseModel):
 Handler = Callable[[BaseModel], Awaitable[Sequence[MemoryItem]]]
 
 
+def parse_arguments(arguments: object) -> dict[str, Any]:
+    """Tool-call arguments (a JSON text or an object) as a dict, within the size and depth limits.
+
+    Raises ValueError with a message for the model when they are not a JSON object or exceed a limit.
+    """
+    if arguments is None:
+        return {}
+    if isinstance(arguments, str):
+        # Characters first: a cheap bound before encoding, which can only make the text longer.
+        if len(arguments) > MAX_ARGUMENT_BYTES or len(arguments.encode("utf-8", "surrogatepass")) > MAX_ARGUMENT_BYTES:
+            raise ValueError(f"arguments are larger than {MAX_ARGUMENT_BYTES // 1024} KiB")
+        try:
+            raw: object = json.loads(arguments)
+        except RecursionError:  # the decoder recurses per level; far deeper than the limit below
+            raise ValueError(f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels") from None
+    else:
+        raw = arguments
+    if not isinstance(raw, Mapping):
+        raise ValueError("arguments must be a JSON object")
+    _check_bounds(raw)
+    return dict(raw)
+
+
+def _check_bounds(arguments: Mapping[Any, Any]) -> None:
+    """Walk the arguments without recursion (an object may even contain itself), counting depth and size."""
+    size = 0
+    stack: list[tuple[object, int]] = [(arguments, 1)]
+    while stack:
+        node, depth = stack.pop()
+        size += 1
+        if isinstance(node, str):
+            try:
+                size += len(node.encode("utf-8"))
+            except UnicodeEncodeError:  # a lone surrogate ("\ud800") would fail later, in the store
+                raise ValueError("arguments contain text that is not valid Unicode") from None
+        elif isinstance(node, (Mapping, list, tuple)):
+            if depth > MAX_ARGUMENT_DEPTH:
+                raise ValueError(f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
+            size += 2 * len(node) if isinstance(node, Mapping) else len(node)  # counted before it is copied
+            if size > MAX_ARGUMENT_BYTES:
+                raise ValueError(f"arguments are larger than {MAX_ARGUMENT_BYTES // 1024} KiB")
+            children: list[object] = [*node.keys(), *node.values()] if isinstance(node, Mapping) else list(node)
+            stack.extend((child, depth + 1) for child in children)
+        if size > MAX_ARGUMENT_BYTES:
+            raise ValueError(f"arguments are larger than {MAX_ARGUMENT_BYTES // 1024} KiB")
+
+
 def _date(item: MemoryItem) -> str:
     """The day a memory is about: a fact's validity start, a session's first turn, else its creation."""
     for key in ("valid_from", "started_at"):
@@ -68,8 +137,13 @@ def _date(item: MemoryItem) -> str:
 
 
 def compact_item(item: MemoryItem) -> dict[str, Any]:
-    """What a model needs to use a memory: its id (to refer back to it), tier, subject, date and text."""
-    return {"id": item.id, "tier": item.tier, "subject": item.subject, "date": _date(item), "text": item.text}
+    """What a model needs to use a memory: its id (to refer back to it), tier, subject, date and text;
+    ``past`` ("until 2026-03-16") on what no longer holds (superseded, or a closed edge)."""
+    out = {"id": item.id, "tier": item.tier, "subject": item.subject, "date": _date(item), "text": item.text}
+    if item.metadata.get("superseded") or item.metadata.get("current") is False:
+        until = item.metadata.get("valid_to")
+        out["past"] = f"until {until[:10]}" if isinstance(until, str) else "yes"
+    return out
 
 
 class MemoryTool:
@@ -107,24 +181,34 @@ class MemoryTool:
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
 
-    async def call(self, arguments: str | dict[str, Any] | None) -> dict[str, Any]:
-        """Run the tool; bad arguments or a failing store give ``ok: False``, never an exception."""
+    async def call(self, arguments: object) -> dict[str, Any]:
+        """Run the tool on the arguments as the model sent them; any failure gives ``ok: False``, never raises."""
         try:
-            raw = json.loads(arguments) if isinstance(arguments, str) else (arguments or {})
-            if not isinstance(raw, dict):
-                raise ValueError("arguments must be a JSON object")
-            parsed = self.arguments.model_validate(raw)
-        except (ValueError, ValidationError) as exc:
-            return ToolEnvelope(ok=False, error=f"invalid arguments for {self.name}: {_brief(exc)}").model_dump()
+            parsed = self.arguments.model_validate(parse_arguments(arguments))
+        except ValueError as exc:  # pydantic's ValidationError and JSONDecodeError are ValueErrors
+            return error_envelope(f"invalid arguments for {self.name}: {_brief(exc)}")
+        except Exception:
+            log.exception("tool %s: reading its arguments failed", self.name)
+            return error_envelope(f"invalid arguments for {self.name}: they could not be read")
         try:
             items = await self._handler(parsed)
+            if getattr(parsed, "verbose", True):
+                results = [i.model_dump(mode="json") for i in items]
+            else:
+                results = [compact_item(i) for i in items]
         except TiermemError as exc:
-            return ToolEnvelope(ok=False, error=f"{self.name} failed: {exc}").model_dump()
-        if getattr(parsed, "verbose", True):
-            results = [i.model_dump(mode="json") for i in items]
-        else:
-            results = [compact_item(i) for i in items]
+            return error_envelope(f"{self.name} failed: {exc}")
+        except Exception:  # a bug or an engine error we did not map: the model gets no internals
+            log.exception("tool %s failed", self.name)
+            return error_envelope(f"{self.name} failed: internal error (logged); try again later")
         return ToolEnvelope(ok=True, results=results).model_dump()
+
+
+def error_envelope(message: str) -> dict[str, Any]:
+    """The ``ok: False`` envelope, its message cut to :data:`MAX_ERROR_CHARS`."""
+    if len(message) > MAX_ERROR_CHARS:
+        message = message[: MAX_ERROR_CHARS - 3] + "..."
+    return ToolEnvelope(ok=False, error=message).model_dump()
 
 
 def _brief(exc: Exception) -> str:
@@ -161,17 +245,36 @@ class Toolset(Sequence[MemoryTool]):
         return [t.schema() for t in self._tools]
 
     async def execute(self, message: Any) -> list[dict[str, Any]]:
-        """Run the tool calls of an assistant message; returns the ``role: tool`` messages to append."""
-        out: list[dict[str, Any]] = []
-        for call in _get(message, "tool_calls") or []:
+        """Run the tool calls of an assistant message; returns the ``role: tool`` messages to append.
+
+        Never raises: each call is answered, with an error envelope when it cannot be served; a
+        message whose ``tool_calls`` is not a list has no call to answer.
+        """
+        try:
+            calls = _get(message, "tool_calls")
+        except Exception:
+            log.exception("tool calls could not be read from the message")
+            return []
+        if not isinstance(calls, (list, tuple)):
+            if calls:
+                log.warning("tool_calls is a %s, not a list: no call answered", type(calls).__name__)
+            return []
+        return [await self._answer(call) for call in calls]
+
+    async def _answer(self, call: Any) -> dict[str, Any]:
+        name: Any = None
+        call_id: Any = None
+        try:
+            call_id = _get(call, "id")
             function = _get(call, "function")
             name = _get(function, "name")
             tool = self._by_name.get(name) if isinstance(name, str) else None
             if tool is None:
-                envelope = ToolEnvelope(ok=False, error=f"unknown tool {name!r}").model_dump()
+                shown = name[:80] if isinstance(name, str) else name
+                envelope = error_envelope(f"unknown tool {shown!r}; this agent has {sorted(self._by_name)}")
             else:
                 envelope = await tool.call(_get(function, "arguments"))
-            out.append(
-                {"role": "tool", "tool_call_id": _get(call, "id"), "name": name, "content": json.dumps(envelope)}
-            )
-        return out
+        except Exception:
+            log.exception("tool call %r could not be read", call_id)
+            envelope = error_envelope("the tool call could not be read")
+        return {"role": "tool", "tool_call_id": call_id, "name": name, "content": json.dumps(envelope)}

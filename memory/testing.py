@@ -11,6 +11,10 @@ is asked::
         ...
 
     fake = FunctionModel(answer)
+
+A fake may have a context window: ``FunctionModel(answer, context_window=2000)`` tells litellm the model
+takes 2,000 input tokens and refuses any larger prompt with litellm's ``ContextWindowExceededError``, as a
+provider does; every request records its size (:attr:`RecordedCall.input_tokens`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 
 from ._embedders import HashingEmbedder
 from ._errors import ModelError
-from ._llm import allow_real_requests, install_fake_provider
+from ._llm import allow_real_requests, context_window_exceeded, install_fake_provider, message_tokens
 from ._stage import StageCall
 
 __all__ = [
@@ -72,6 +76,10 @@ class RecordedCall:
     messages: list[dict[str, Any]]
     call: StageCall[Any, Any] | None = None
     """The stage call, when the request came from a stage (always, through the pipelines)."""
+    input_tokens: int = 0
+    """The prompt's size in tokens, by litellm's counter."""
+    refused: bool = False
+    """Refused for exceeding the fake's context window."""
 
     @property
     def stage_name(self) -> str | None:
@@ -96,12 +104,25 @@ class FunctionModel:
     latency: float = 0.0
     name: str = field(default_factory=lambda: f"function-{next(_counter)}")
     calls: list[RecordedCall] = field(default_factory=list)
+    context_window: int | None = None
+    """Input tokens the fake takes; a larger prompt is refused with litellm's ContextWindowExceededError."""
+    declared_window: int | None = None
+    """The window litellm is told (default: :attr:`context_window`), to play a provider that takes less than
+    litellm believes."""
 
     def __post_init__(self) -> None:
-        self.model = install_fake_provider(self.name, self._serve)
+        declared = self.declared_window if self.declared_window is not None else self.context_window
+        self.model = install_fake_provider(self.name, self._serve, context_window=declared)
 
     async def _serve(self, model: str, messages: list[dict[str, Any]], call: StageCall[Any, Any] | None) -> str:
-        self.calls.append(RecordedCall(model=model, messages=list(messages), call=call))
+        size = message_tokens(model, messages)
+        refused = self.context_window is not None and size > self.context_window
+        self.calls.append(
+            RecordedCall(model=model, messages=list(messages), call=call, input_tokens=size, refused=refused)
+        )
+        if refused:
+            assert self.context_window is not None
+            raise context_window_exceeded(model, tokens=size, window=self.context_window)
         if self.latency:
             await asyncio.sleep(self.latency)
         reply = await self._reply(list(messages), call)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from ._batches import consolidation_parts, run_consolidation
+from ._budget import Budget, fitted, input_budget
 from ._compaction import CompactionPlan, compact_subject
 from ._consolidator import ConsolidationPlan, Refusal, consolidate_episodes
 from ._digester import write_digest
-from ._episodes import encode_session
+from ._episodes import encode_session, session_parts
 from ._model import LLMStages, RulesStages, StageModel
-from ._observer import ObservedTurn, observe_turn
+from ._observer import ObservedTurn, observe_turn, turn_parts
 
 __all__ = [
+    "Budget",
     "CompactionPlan",
     "ConsolidationPlan",
     "LLMStages",
@@ -19,7 +22,13 @@ __all__ = [
     "StageModel",
     "compact_subject",
     "consolidate_episodes",
+    "consolidation_parts",
     "encode_session",
+    "fitted",
+    "input_budget",
     "observe_turn",
+    "run_consolidation",
+    "session_parts",
+    "turn_parts",
     "write_digest",
 ]

@@ -20,6 +20,7 @@ from tiermem.memory._records import Edge, Episode, Fact, MemoryContext, WorkingE
 from tiermem.memory._subjects import canonical_subject
 from tiermem.prompts import consolidate
 
+from ._batches import run_consolidation
 from ._model import StageModel
 
 __all__ = ["ConsolidationPlan", "Refusal", "consolidate_episodes"]
@@ -77,7 +78,7 @@ async def consolidate_episodes(
         relations=rel,
         now=now,
     )
-    output = await model.run(consolidate.STAGE, inputs)  # a consolidate.Output (with edges) when relations are on
+    output = await run_consolidation(model, inputs)  # fitted to the model's budget; with edges when relations are on
     plan = ConsolidationPlan()
     known = {f.id: f for f in existing}
     sources = _Sources(episodes, observations)
@@ -142,15 +143,13 @@ def _apply(
     meta = {"prompt_version": consolidate.STAGE.version, "episodes": episodes}
     if op.op == "reinforce" or (op.op == "update" and target is not None and _same(target.text, op.text)):
         assert target is not None
-        plan.facts[target.id] = _reinforced(plan.facts.get(target.id, target), op.confidence, now, turns)
-        plan.count("reinforce")
+        _reinforce(plan, plan.facts.get(target.id, target), op.confidence, now, turns, episodes)
         return
     text = " ".join(op.text.split())
     new_id = fact_id(ctx, subject=subject, text=text)
     current = plan.facts.get(new_id) or known.get(new_id)
     if current is not None and current.status == "active":
-        plan.facts[new_id] = _reinforced(current, op.confidence, now, turns)
-        plan.count("reinforce")
+        _reinforce(plan, current, op.confidence, now, turns, episodes)
         return
     plan.facts[new_id] = Fact.new(
         ctx,
@@ -212,8 +211,18 @@ def _same(a: str, b: str) -> bool:
     return " ".join(a.lower().split()) == " ".join(b.lower().split())
 
 
-def _reinforced(fact: Fact, confidence: float, now: datetime, turns: tuple[str, ...]) -> Fact:
-    return reinforce(fact, confidence=confidence, now=now, provenance=turns)
+def _reinforce(
+    plan: ConsolidationPlan, fact: Fact, confidence: float, now: datetime, turns: tuple[str, ...], episodes: list[str]
+) -> None:
+    """Reinforce once per distinct episode: a rerun (a crash, a re-encoded session) repeats no evidence."""
+    seen = [str(e) for e in fact.metadata.get("episodes", [])]
+    if set(episodes) <= set(seen):
+        plan.count("repeat")
+        return
+    reinforced = reinforce(fact, confidence=confidence, now=now, provenance=turns)
+    merged = list(dict.fromkeys([*seen, *episodes]))
+    plan.facts[fact.id] = reinforced.model_copy(update={"metadata": {**reinforced.metadata, "episodes": merged}})
+    plan.count("reinforce")
 
 
 def _edges(
@@ -239,8 +248,16 @@ def _edges(
             continue
         minted = sorted({source, target} - known)
         if minted and not rel.create_implicit_entities:
+            # Reported, not only counted: the caller sees which entity was unknown and how to keep such edges.
             plan.count("edges_unknown_endpoint")
+            reason = (
+                f"unknown endpoint {', '.join(repr(m) for m in minted)}: not the subject of any fact or episode "
+                "(create_implicit_entities=True would mint it)"
+            )
+            plan.refused.append(Refusal(op="edge", subject=f"{source} --{relation}--> {target}", reason=reason))
             continue
+        if minted:
+            plan.count("edges_implicit_endpoint")
         eid = edge_id(ctx, source=source, relation=relation, target=target)
         out[eid] = Edge(
             id=eid,

@@ -6,11 +6,15 @@ objects: :class:`LLMStages` renders the stage's prompt and asks a model through 
 they have::
 
     output = await stages.run(observe.STAGE, observe.Input(...))  # an observe.Output
+
+Each also says how many prompt tokens a stage may send (``input_budget(stage)``, see
+:mod:`tiermem.pipelines._budget`): the pipelines fit their inputs below it. A StageModel without the
+method has no limit until its provider refuses a prompt as too long.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -19,6 +23,7 @@ from tiermem.memory._stage import Stage
 from tiermem.memory._usage import UsageLedger
 
 from . import _rules as rules
+from ._budget import Budget
 
 if TYPE_CHECKING:
     from tiermem.memory._llm import LLM
@@ -53,6 +58,11 @@ class LLMStages:
         """The model configuration in use, to tell whether a permanent failure may be fixed by now."""
         return self.llm.fingerprint
 
+    def input_budget(self, stage: Stage[Any, Any], inputs: BaseModel | None = None) -> Budget:
+        """A share of the model's context window (litellm's, or a safe default), less the output schema."""
+        output = stage.output if inputs is None else stage.output_for(inputs)
+        return Budget(tokens=self.llm.input_budget(output), count=self.llm.count_tokens)
+
     async def run(self, stage: Stage[InputT, OutputT], inputs: InputT) -> OutputT:
         call = stage.call(inputs)
         return await self.llm.structured(stage=stage.name, messages=stage.render(inputs), output=call.output, call=call)
@@ -65,6 +75,10 @@ class RulesStages:
 
     def __init__(self, ledger: UsageLedger | None = None) -> None:
         self.ledger = ledger if ledger is not None else UsageLedger()
+
+    def input_budget(self, stage: Stage[Any, Any], inputs: BaseModel | None = None) -> Budget:
+        """No limit: the rules read any input."""
+        return Budget(tokens=None)
 
     async def run(self, stage: Stage[InputT, OutputT], inputs: InputT) -> OutputT:
         rule = rules.RULES.get(stage)

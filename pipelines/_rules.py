@@ -11,7 +11,11 @@ Edge convention: an edge reads as "<source> <relation> <target>".
 - Other roles go from the person holding the role to its owner: "my brother Tom" ->
   ``(tom, "brother of", user)``; likewise "friend of", "boss of", "colleague of", "mother of" ...
 - Places and organisations go from the sentence's subject: "works at", "lives in", "studies at",
-  "member of" (``(user, "works at", acme-corp)``).
+  "member of" (``(user, "works at", acme-corp)``); not from a past or ended one ("used to live in").
+
+Updates ("I moved to Lisbon", "I quit my job", "we broke up", "I turned 35") are read by
+:mod:`tiermem.pipelines._updates`, which lists the patterns covered and those not covered; the digest
+and compaction are in :mod:`tiermem.pipelines._rules_digest`.
 """
 
 from __future__ import annotations
@@ -23,21 +27,22 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tiermem.memory._errors import InvalidSubjectError
-from tiermem.memory._records import Edge, Fact
+from tiermem.memory._records import Fact
 from tiermem.memory._stage import Stage
-from tiermem.memory._subjects import USER, canonical_subject, is_canonical_subject
+from tiermem.memory._subjects import USER, is_canonical_subject
 from tiermem.prompts import compact as compact_prompt
 from tiermem.prompts import consolidate as consolidate_prompt
 from tiermem.prompts import digest as digest_prompt
 from tiermem.prompts import encode_episode as encode_prompt
 from tiermem.prompts import observe as observe_prompt
 
+from ._rules_digest import compact, digest
 from ._sentences import (
     APPOSITION,
     COUPLES,
     HEALTH,
     MY_REL_START,
+    NAMED_REL_START,
     OWNER_REL,
     PLACES,
     RELATIONS,
@@ -57,31 +62,19 @@ from ._sentences import (
     split_sentences,
     strip_apposition,
     strip_greeting,
+    subject_of,
+    user_aliases,
 )
+from ._updates import claims_of, restated, supersession
 
-__all__ = ["RULES", "consolidate", "digest", "encode_episode", "observe"]
+__all__ = ["RULES", "compact", "consolidate", "digest", "encode_episode", "observe"]
 
 _SINGLE_VALUED = frozenset(
     {"works", "work", "lives", "live", "moved", "favourite", "favorite", "name", "age", "old", "job", "married"}
     | {"studies", "born", "birthday", "employed"}
 )
 _MAX_OBSERVATIONS = 20
-
-
-def _canon(raw: str, aliases: Mapping[str, str]) -> str | None:
-    try:
-        return canonical_subject(raw, aliases=aliases)
-    except InvalidSubjectError:
-        return None
-
-
-def _aliases(user_names: Iterable[str]) -> dict[str, str]:
-    names = {" ".join(n.lower().split()) for n in user_names if n.strip()}
-    return {key: USER for n in names for key in (n, n.split()[0])}
-
-
-def _display(subject: str) -> str:
-    return " ".join(part.capitalize() for part in subject.split("-"))
+_PLACE_EDGES = {"residence": "lives in", "employer": "works at"}
 
 
 def _lead_subject(name: str, aliases: Mapping[str, str], known: set[str]) -> str | None:
@@ -89,30 +82,50 @@ def _lead_subject(name: str, aliases: Mapping[str, str], known: set[str]) -> str
 
     A single unknown capitalised word is not enough: every sentence starts with one ("Painting ...").
     """
-    full, first = _canon(name, aliases), _canon(name.split()[0], aliases)
+    full, first = subject_of(name, aliases), subject_of(name.split()[0], aliases)
     for candidate in (full, first):
         if candidate is not None and (candidate == USER or candidate in known):
             return candidate
     return full if len(name.split()) > 1 else None
 
 
+def _whose(holder: str | None, speaker: str, owner: str, aliases: Mapping[str, str]) -> tuple[str, str] | None:
+    """(subject, how the text calls them) of the person a relative belongs to: "my" or "Moni's"."""
+    if holder is None:
+        return speaker, owner
+    subject = None if holder in STARTERS else subject_of(holder, aliases)
+    if subject is None:
+        return None
+    return subject, owner if subject == speaker else "the user" if subject == USER else holder
+
+
+def _relative(sentence: str, speaker: str, owner: str, aliases: Mapping[str, str]) -> tuple[str, str] | None:
+    """A sentence about a named relative, about that person: "My brother Tom ...", "Moni's brother Tom ..."."""
+    m = MY_REL_START.match(sentence) or NAMED_REL_START.match(sentence)
+    if m is None or m["name"].split()[0] in STARTERS or re.match(r"(?i)and (?:I|me)\b", m["rest"]):
+        return None
+    person = subject_of(m["name"].split()[0], aliases)
+    whose = _whose(m.groupdict().get("holder"), speaker, owner, aliases)
+    if person is None or whose is None or person in {speaker, whose[0]}:
+        return None
+    rel = f"{m['mod'] or ''}{m['rel']}".lower()
+    rest = rewrite_first_person(m["rest"], owner)
+    if m["poss"]:
+        return person, f"{whose[1]}'s {rel} {m['name']}'s {rest}"
+    if rest.strip(" .!?"):
+        return person, f"{m['name']}, {whose[1]}'s {rel}, {rest}"
+    return person, f"{m['name']} is {whose[1]}'s {rel}."
+
+
 def _attribute(sentence: str, speaker: str, owner: str, aliases: Mapping[str, str], known: set[str]) -> tuple[str, str]:
     """(subject, third-person text) of one sentence said by ``speaker`` (called ``owner`` in text)."""
-    m = MY_REL_START.match(sentence)
-    if m and m["name"].split()[0] not in STARTERS and not re.match(r"(?i)and (?:I|me)\b", m["rest"]):
-        person = _canon(m["name"].split()[0], aliases)
-        if person is not None and person != speaker:
-            rel = f"{m['mod'] or ''}{m['rel']}".lower()
-            rest = rewrite_first_person(m["rest"], owner)
-            if m["poss"]:
-                return person, f"{owner}'s {rel} {m['name']}'s {rest}"
-            if rest.strip(" .!?"):
-                return person, f"{m['name']}, {owner}'s {rel}, {rest}"
-            return person, f"{m['name']} is {owner}'s {rel}."
+    relative = _relative(sentence, speaker, owner, aliases)
+    if relative is not None:
+        return relative
     lead = leading_name(sentence)
     if lead is not None and (lead[1] or not has_first_person(sentence)):
         subject = _lead_subject(lead[0], aliases, known)
-        subject = _canon(lead[0].split()[0], aliases) if subject is None and lead[1] else subject
+        subject = subject_of(lead[0].split()[0], aliases) if subject is None and lead[1] else subject
         if subject is not None:
             return subject, rewrite_first_person(sentence, owner)
     if has_first_person(sentence):
@@ -127,7 +140,7 @@ def _speaker(name: str | None, aliases: Mapping[str, str]) -> tuple[str, str] | 
     first = name.split()[0]
     if " ".join(name.lower().split()) in aliases or first.lower() in aliases:
         return USER, "the user"
-    subject = _canon(first, aliases)
+    subject = subject_of(first, aliases)
     return None if subject is None else (subject, first[:1].upper() + first[1:])
 
 
@@ -136,7 +149,8 @@ def _observe_sentence(
 ) -> observe_prompt.Observation | None:
     sentence = strip_greeting(raw)
     words = [w for w in content_words(sentence) if w not in names]  # "Agreed, Caroline!" is small talk
-    if not words or (len(words) < 2 and not (HEALTH.search(sentence) or WORK.search(sentence))):
+    short = len(words) < 2 and not (HEALTH.search(sentence) or WORK.search(sentence))
+    if not words or (short and not claims_of(rewrite_first_person(sentence))):  # "I'm 34 now." is an update
         return None
     subject, owner = speaker
     question = sentence.endswith("?")
@@ -160,7 +174,7 @@ def _observe_sentence(
 
 def observe(inputs: observe_prompt.Input) -> observe_prompt.Output:
     """Observations from the user-role messages of one turn, attributed to their subjects."""
-    aliases = _aliases(inputs.user_names)
+    aliases = user_aliases(inputs.user_names)
     known = set(inputs.known_subjects)
     names = {n.lower() for m in inputs.messages if m.name for n in m.name.split()} | {n.split()[0] for n in aliases}
     found: list[observe_prompt.Observation] = []
@@ -231,7 +245,7 @@ def _fact_subject(sentence: str, aliases: Mapping[str, str], known: set[str]) ->
     for pattern in (APPOSITION, OWNER_REL):
         m = pattern.match(sentence)
         if m and m["name"].split()[0] not in STARTERS and not sentence[m.end() :].startswith(" and "):
-            subject = _canon(m["name"].split()[0], aliases)
+            subject = subject_of(m["name"].split()[0], aliases)
             if subject is not None:
                 return subject
     if re.match(r"(?i)the user\b", sentence):
@@ -264,6 +278,12 @@ def _operation(
     subject: str, text: str, existing: Sequence[Fact], episode_id: str, confidence: float
 ) -> consolidate_prompt.Operation:
     same = [f for f in existing if f.subject == subject]  # never compare across subjects
+    change = supersession(text, same)  # before reinforcing: a long sentence may differ only in its value
+    if change is not None:
+        return consolidate_prompt.Operation(
+            op="update", subject=subject, text=change[1], target_id=change[0].id, confidence=confidence,
+            source_episode_ids=[episode_id],
+        )  # fmt: skip
     best = max(same, key=lambda f: jaccard(strip_apposition(text), strip_apposition(f.text)), default=None)
     if best is not None and jaccard(strip_apposition(text), strip_apposition(best.text)) >= 0.8:
         return consolidate_prompt.Operation(
@@ -284,8 +304,10 @@ def _merge(ops: list[consolidate_prompt.Operation], new: consolidate_prompt.Oper
         same_new = new.op == "add" and old.op in {"add", "update"} and old.subject == new.subject
         if same_target or (same_new and jaccard(new.text, old.text) >= 0.8):
             text = new.text if new.op == "update" else old.text
+        elif same_new and old.op == "add" and (now := restated(new.text, old.text)) is not None:
+            text = now  # a later episode changed a fact first seen in this batch ("moved from Berlin to Lisbon")
         elif same_new and old.op == "add" and _same_attribute(new.text, old.text):
-            text = new.text  # a later episode changed a fact first seen in this batch
+            text = new.text
         else:
             continue
         sources = old.source_episode_ids + [s for s in new.source_episode_ids if s not in old.source_episode_ids]
@@ -300,22 +322,24 @@ def _edges(sentence: str, subject: str, aliases: Mapping[str, str]) -> list[tupl
     for pattern in (APPOSITION, OWNER_REL, MY_REL_START):
         for m in pattern.finditer(sentence):
             raw_owner = (m.groupdict().get("owner") or "my").removesuffix("'s")
-            owner = USER if raw_owner.lower() in {"my", "our"} else _canon(raw_owner, aliases)
-            person = _canon(m["name"].split()[0], aliases) if m["name"].split()[0] not in STARTERS else None
+            owner = USER if raw_owner.lower() in {"my", "our"} else subject_of(raw_owner, aliases)
+            person = subject_of(m["name"].split()[0], aliases) if m["name"].split()[0] not in STARTERS else None
             relation = RELATIONS[m["rel"].lower()]
             if owner and person and owner != person:
                 found.append((owner, relation, person) if relation in COUPLES else (person, relation, owner))
-    for pattern, relation in PLACES:
-        for m in pattern.finditer(sentence):
-            target = _canon(m["org"], aliases)
-            if target is not None and target != subject:
-                found.append((subject, relation, target))
+    places = [
+        (subject_of(m["org"], aliases), relation) for pattern, relation in PLACES for m in pattern.finditer(sentence)
+    ]
+    for claim in claims_of(sentence):  # a home or employer the subject has now: not "used to", not a friend's
+        if claim.attribute in _PLACE_EDGES and claim.role in {"state", "change"} and claim.value:
+            places.append((subject_of(claim.value, aliases), _PLACE_EDGES[claim.attribute]))
+    found += [(subject, relation, target) for target, relation in places if target is not None and target != subject]
     return found
 
 
 def consolidate(inputs: consolidate_prompt.Input) -> consolidate_prompt.Output:
     """Fact operations (add / reinforce / update) per episode sentence, and edges when relations are on."""
-    aliases = _aliases(inputs.user_names)
+    aliases = user_aliases(inputs.user_names)
     rel = inputs.relations
     on = rel is not None and rel.enabled
     vocabulary = None if rel is None or rel.vocabulary is None else set(rel.vocabulary)
@@ -333,122 +357,11 @@ def consolidate(inputs: consolidate_prompt.Input) -> consolidate_prompt.Output:
             )
             found = _edges(sentence, subject, aliases) if on else []
             edges.update((t, None) for t in found if vocabulary is None or t[1] in vocabulary)
-            if len(content_words(sentence)) >= 2 and len(ops) < 100:
+            if (len(content_words(sentence)) >= 2 or claims_of(sentence)) and len(ops) < 100:
                 text = ensure_period(sentence)[:1000]
                 _merge(ops, _operation(subject, text, inputs.existing, episode.id, _confidence(text, episode.salience)))
     out = [consolidate_prompt.EdgeOut(source=s, relation=r, target=t) for s, r, t in list(edges)[:100]]
     return consolidate_prompt.Output(operations=ops, edges=out)
-
-
-def compact(inputs: compact_prompt.Input) -> compact_prompt.Output:
-    """Merge near-duplicate facts of the one subject: the fullest wording stands for its group."""
-    groups: list[list[Fact]] = []
-    for fact in sorted(inputs.facts, key=lambda f: (f.created_at, f.id)):
-        text = strip_apposition(fact.text)
-        group = next((g for g in groups if jaccard(text, strip_apposition(g[0].text)) >= 0.6), None)
-        if group is None:
-            groups.append([fact])
-        else:
-            group.append(fact)
-    merges = [
-        compact_prompt.Merge(source_ids=[f.id for f in g], text=max(g, key=lambda f: (len(f.text), f.id)).text)
-        for g in groups
-        if len(g) >= 2
-    ]
-    return compact_prompt.Output(merges=merges[:100])
-
-
-def _about_user(text: str, name: str) -> str:
-    """A fact's text with "the user" replaced by the display name."""
-    text = re.sub(r"\b[Tt]he user's\b", f"{name}'s", text)
-    return ensure_period(re.sub(r"\b[Tt]he user\b", name, text))
-
-
-def _relation_word(subject: str, facts: Sequence[Fact], edges: Sequence[Edge], aliases: Mapping[str, str]) -> str:
-    for fact in facts:
-        for pattern in (APPOSITION, OWNER_REL):
-            for m in pattern.finditer(fact.text):
-                owner = (m["owner"] or "").removesuffix("'s").lower()
-                if _canon(m["name"].split()[0], aliases) == subject and owner in {"the user", "my", "our"}:
-                    return f"{m['mod'] or ''}{m['rel']}".lower()
-    for edge in edges:
-        if edge.source == subject and edge.target == USER and edge.relation.endswith(" of"):
-            return edge.relation.removesuffix(" of")
-        if edge.source == USER and edge.target == subject and edge.relation in COUPLES:
-            return {"married to": "spouse", "partner of": "partner"}.get(edge.relation, "fiancé")
-    return ""
-
-
-def _person_lines(
-    subject: str, facts: Sequence[Fact], edges: Sequence[Edge], name: str, aliases: Mapping[str, str]
-) -> list[str]:
-    """Sentences about another subject, each anchored to the primary user or to the subject's name."""
-    display, rel = _display(subject), _relation_word(subject, facts, edges, aliases)
-    link = next((e.relation for e in edges if e.source == USER and e.target == subject), None)
-    lines: list[str] = []
-    for fact in facts:
-        bare = strip_apposition(fact.text)
-        text = _about_user(bare, name)
-        starts = text.lower().startswith(display.lower())
-        if lines:
-            lines.append(text if display.lower() in text.lower() else f"About {display}: {text}")
-        elif OWNER_REL.match(bare) or (not starts and display.lower() in text.lower() and name in text):
-            lines.append(text)
-        elif rel and starts:
-            lines.append(f"{name}'s {rel} {text}")
-        elif link is not None:
-            lines.append(f"{name} {link} {display}: {text}")
-        else:
-            lines.append(f"{name} {'is connected to' if '-' in subject else 'knows'} {display}: {text}")
-    return lines
-
-
-def _edge_sentence(edge: Edge, other: str, name: str) -> str:
-    if edge.target == USER and edge.relation.endswith(" of"):
-        return f"{_display(other)} is {name}'s {edge.relation.removesuffix(' of')}."
-    if edge.target == USER:
-        return f"{_display(other)} {edge.relation} {name}."
-    verb = edge.relation if edge.relation.split()[0].endswith("s") else f"is {edge.relation}"
-    return f"{name} {verb} {_display(other)}."
-
-
-def digest(inputs: digest_prompt.Input) -> digest_prompt.Output:
-    """A templated narrative: the user's facts first, then other people in relation to the user.
-
-    Narrates only what it is given that holds now: active facts and current edges. The previous
-    digest is never carried over (it may state what has since been superseded).
-    """
-    inputs = inputs.model_copy(
-        update={
-            "facts": [f for f in inputs.facts if f.status == "active"],
-            "edges": [e for e in inputs.edges if e.current],
-        }
-    )
-    aliases = _aliases(inputs.user_names)
-    first = inputs.user_names[0].strip() if inputs.user_names and inputs.user_names[0].strip() else ""
-    name = first[:1].upper() + first[1:] if first else "The user"
-    facts = sorted(inputs.facts, key=lambda f: -f.confidence)
-    user_lines = [_about_user(f.text, name) for f in facts if f.subject == USER]
-    user_lines.sort(key=lambda line: (not line.startswith(name), " said: " in line))  # stable: confidence order
-    others: dict[str, list[Fact]] = {}
-    for fact in facts:
-        if fact.subject != USER:
-            others.setdefault(fact.subject, []).append(fact)
-    other_lines = [line for s, fs in others.items() for line in _person_lines(s, fs, inputs.edges, name, aliases)]
-    lines = user_lines[: 12 - min(4, len(other_lines))] + other_lines
-    for edge in inputs.edges:  # relations to people and places the facts did not mention
-        other = edge.target if edge.source == USER else edge.source if edge.target == USER else None
-        if other is not None and all(_display(other).lower() not in line.lower() for line in lines):
-            lines.append(_edge_sentence(edge, other, name))
-    if not lines:
-        return digest_prompt.Output(text=f"{name} has no recorded facts yet.")
-    if not lines[0].startswith(name):
-        lines.insert(0, f"{name} is the primary user of this memory.")
-    out: list[str] = []
-    for line in lines:
-        if line not in out and len(out) < 12 and sum(len(x) + 1 for x in out) + len(line) < 5900:
-            out.append(line)
-    return digest_prompt.Output(text=" ".join(out))
 
 
 RULES: Mapping[Stage[Any, Any], Callable[[Any], BaseModel]] = {

@@ -8,8 +8,10 @@ swaps pronouns and adds third-person verb endings, so every content word of a se
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from tiermem.memory._errors import InvalidSubjectError
+from tiermem.memory._subjects import USER, canonical_subject
 from tiermem.memory._text import CHAT_WORDS, STOP_WORDS, tokens
 from tiermem.prompts.observe import Kind
 
@@ -18,6 +20,7 @@ __all__ = [
     "COUPLES",
     "HEALTH",
     "MY_REL_START",
+    "NAMED_REL_START",
     "OWNER_REL",
     "PLACES",
     "RELATIONS",
@@ -27,6 +30,7 @@ __all__ = [
     "STOPWORDS",
     "WORK",
     "content_words",
+    "display_name",
     "ensure_period",
     "has_first_person",
     "jaccard",
@@ -38,8 +42,10 @@ __all__ = [
     "split_sentences",
     "strip_apposition",
     "strip_greeting",
+    "subject_of",
     "third_person",
     "tokens",
+    "user_aliases",
 ]
 
 
@@ -64,7 +70,7 @@ _NO_INFLECT = _wordset(
     """can could will would shall should may might must was were did had got made saw took came ran bought ate
     drank met left felt thought told said found gave knew began wrote spent lost won sent built taught
     brought caught fought heard held kept paid sold sat slept spoke stood swam understood wore grew flew
-    drove rode broke chose fell forgot hid became went used too and or both as to at in on for with but so
+    drove rode broke chose fell forgot hid became went used quit split too and or both as to at in on for with but so
     the a an ought"""
 )
 _IRREGULAR = {
@@ -109,13 +115,17 @@ MY_REL_START = re.compile(
     rf"^(?i:(?:(?:and|so|also|oh|well|btw|plus)\b,?\s+)*(?:my|our)\s+(?P<mod>{_MOD})(?P<rel>{_REL})),?\s+"
     rf"(?P<name>{_NAME})(?P<poss>'s)?\b,?\s*(?P<rest>.*)$"
 )
+NAMED_REL_START = re.compile(
+    rf"^(?P<holder>[A-Z][a-z]+)'s\s+(?i:(?P<mod>{_MOD})(?P<rel>{_REL})),?\s+(?P<name>{_NAME})(?P<poss>'s)?\b,?\s*"
+    rf"(?P<rest>.*)$"
+)
 APPOSITION = re.compile(rf"\b(?P<name>{_NAME}),\s+{_OWNER}\s+(?i:(?P<mod>{_MOD})(?P<rel>{_REL})),")
 OWNER_REL = re.compile(rf"{_OWNER}\s+(?i:(?P<mod>{_MOD})(?P<rel>{_REL})),?\s+(?P<name>{_NAME})")
 _BARE_APPOSITION = re.compile(rf"^({_NAME}),\s+(?:[Tt]he user's|[Mm]y|[Oo]ur|[A-Z][a-z]+'s)\s+[^,]+,\s+")
 _PROPER = r"(?:the\s+)?(?P<org>[A-Z][\w&-]*(?:\s+(?:&\s+)?[A-Z][\w&-]*){0,3})"
+# Homes and employers come from the update patterns of _updates (the sentence's own subject, now);
+# these are the other places and organisations.
 PLACES = [
-    (re.compile(rf"\b(?:works?|worked|working)\s+(?:at|for)\s+{_PROPER}"), "works at"),
-    (re.compile(rf"\b(?:lives?|lived|living|moved|relocated)\s+(?:in|to)\s+{_PROPER}"), "lives in"),
     (re.compile(rf"\b(?:stud(?:y|ies|ied|ying))\s+at\s+{_PROPER}"), "studies at"),
     (re.compile(rf"\bmembers?\s+of\s+{_PROPER}"), "member of"),
 ]
@@ -177,8 +187,6 @@ def split_sentences(text: str) -> list[str]:
     protected = _PROTECTED.sub(lambda m: m.group(0)[:-1] + _MARK, text)
     parts = (p.replace(_MARK, ".").strip() for p in _BOUNDARY.split(protected))
     return [" ".join(p.split()) for p in parts if p and p.strip(" .!?,;:-")]
-
-
 
 
 def content_words(text: str) -> list[str]:
@@ -307,3 +315,22 @@ def salience_of(sentence: str, kind: str, words: Sequence[str]) -> float:
 def strip_apposition(text: str) -> str:
     """The sentence without its apposition: "Moni, the user's wife, is ..." -> "Moni is ..."."""
     return _BARE_APPOSITION.sub(r"\1 ", text)
+
+
+def subject_of(raw: str, aliases: Mapping[str, str]) -> str | None:
+    """The canonical subject a name stands for ("Moni" -> "moni", an alias of the user -> "user"), or None."""
+    try:
+        return canonical_subject(raw, aliases=aliases)
+    except InvalidSubjectError:
+        return None
+
+
+def user_aliases(user_names: Iterable[str]) -> dict[str, str]:
+    """Each display name of the primary user, and its first word, standing for "user"."""
+    names = {" ".join(n.lower().split()) for n in user_names if n.strip()}
+    return {key: USER for n in names for key in (n, n.split()[0])}
+
+
+def display_name(subject: str) -> str:
+    """A subject as it is written in prose: "acme-corp" -> "Acme Corp"."""
+    return " ".join(part.capitalize() for part in subject.split("-"))

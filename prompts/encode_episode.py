@@ -19,6 +19,10 @@ class Input(BaseModel):
 
     entries: list[WorkingEntry] = Field(description="Every observation of the session, overflow included.")
     turns: list[Turn] = Field(description="The session's journaled turns.")
+    parts: list[str] = Field(
+        default_factory=list,
+        description="Summaries of the session's consecutive parts, in order, for a session too long to show whole.",
+    )
     user_names: list[str] = Field(default_factory=list, description="Display names of the primary user.")
     started_at: datetime = Field(description="First turn time.")
     ended_at: datetime = Field(description="Last turn time.")
@@ -49,10 +53,11 @@ def _render(inputs: Input) -> ChatMessages:
     )
     observed = "\n".join(f"- [{e.subject}] {e.text}" for e in inputs.entries) or "- (none)"
     transcript = "\n".join(t.text for t in inputs.turns)
-    return [
-        {"role": "system", "content": system},
-        {"role": "user", "content": f"Observations:\n{observed}\n\nTranscript:\n{transcript}"},
-    ]
+    content = f"Observations:\n{observed}\n\nTranscript:\n{transcript}"
+    if inputs.parts:  # a session too long to show whole, summarised part by part: summarise the whole
+        parts = "\n".join(f"{i}. {text}" for i, text in enumerate(inputs.parts, start=1))
+        content = f"The session was too long to show whole. Summaries of its parts, in order:\n{parts}"
+    return [{"role": "system", "content": system}, {"role": "user", "content": content}]
 
 
 STAGE = Stage(name="encode_episode", version=VERSION, input=Input, output=Output, text=TEXT, renderer=_render)

@@ -21,6 +21,8 @@ from tiermem.memory.testing import FrozenClock, HashingEmbedder, forbid_real_mod
 
 forbid_real_model_requests()
 
+pytest_plugins = ["tests.object_storage"]  # s3_server / s3_store: moto's S3 server on 127.0.0.1
+
 _real_connect = socket.socket.connect
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
@@ -39,3 +40,38 @@ def run_python(code: str, *args: str, cwd: Path, env: dict[str, str] | None = No
 def two_at_a_time(function: Callable[[T], R], items: Iterable[T]) -> list[R]:
     with ThreadPoolExecutor(max_workers=2) as pool:
         return list(pool.map(function, items))
+
+
+def run_together(
+    code: str, args: Sequence[Sequence[str]], folder: Path, *, env: dict[str, str] | None = None
+) -> list[str]:
+    """Run ``code`` once per entry of ``args`` in fresh interpreters released at one moment; their stdouts.
+
+    Each gets its arguments, then its index and the path of a go file; it touches ``ready-<index>``
+    beside the go file once set up and waits for the go file, so slow interpreter starts do not spread
+    the processes out. A process that fails fails the test with its stderr.
+    """
+    go = folder / "go"
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, *argv, str(index), str(go)],
+            cwd=folder,  # never the repository (see run_python)
+            env=clean_env(**(env or {})),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for index, argv in enumerate(args)
+    ]
+    deadline = time.monotonic() + 120  # a bound for a slow machine, not an expected duration
+    while len(list(folder.glob("ready-*"))) < len(workers) and time.monotonic() < deadline:
+        if any(w.poll() not in (None, 0) for w in workers):
+            break
+        time.sleep(0.01)
+    go.touch()
+    outputs = []
+    for worker in workers:
+        stdout, stderr = worker.communicate(timeout=300)
+        assert worker.returncode == 0, stderr[-3000:]
+        outputs.append(stdout)
+    return outputs

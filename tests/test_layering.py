@@ -7,7 +7,8 @@ The layers, bottom up::
     prompts     import leaves and prompts
     pipelines   import leaves, prompts and pipelines
     memory      the rest of tiermem.memory (store, embedders, recall, capability, ...): never pipelines or jobs
-    root        the composition root, tiermem.memory._system: the only memory module wiring pipelines and jobs
+    root        the composition root, tiermem.memory._system, and the write side's parts it composes
+                (_capture, _sessions, _consolidation): the only memory modules wiring pipelines and jobs
     jobs        import memory (the root included), pipelines and jobs
     entry       the CLI and the demo, above the root
     facade      tiermem/__init__.py: imports the layers; nothing of ours imports it
@@ -32,6 +33,7 @@ CORE_LEAVES = ("records", "options", "subjects", "errors")
 # Libraries every layer may speak: vocabulary, not engines.
 VOCABULARY = frozenset({"pydantic", "numpy"})
 COMPOSITION_ROOT = "tiermem.memory._system"
+ROOT = frozenset({COMPOSITION_ROOT, *(f"tiermem.memory._{part}" for part in ("capture", "sessions", "consolidation"))})
 ENTRY_POINTS = frozenset({"tiermem.memory._cli", "tiermem.memory._demo"})
 # Each engine is imported in exactly one adapter module, where its exceptions become ours. Engines
 # not listed here are found by the scan and held to "one module" too.
@@ -76,7 +78,7 @@ def _find_leaves() -> frozenset[str]:
 
 
 LEAVES = _find_leaves()
-MEMORY_BELOW_ROOT = _ours_in("memory") - {COMPOSITION_ROOT} - ENTRY_POINTS
+MEMORY_BELOW_ROOT = _ours_in("memory") - ROOT - ENTRY_POINTS
 
 
 def _params(modules: Iterable[Module]) -> list[Any]:
@@ -95,7 +97,7 @@ def _offending(
 
 def test_scan_sees_every_layer_and_resolves_relative_imports() -> None:
     assert {m.package for m in MODULES.values()} == {FACADE, "memory", "pipelines", "jobs", "prompts"}
-    assert COMPOSITION_ROOT in MODULES, "the composition root moved: update COMPOSITION_ROOT"
+    assert all(name in MODULES for name in ROOT), "the composition root moved: update ROOT"
     assert all(name in MODULES for name in ENTRY_POINTS), "an entry point moved: update ENTRY_POINTS"
     assert {"tiermem.memory._records", COMPOSITION_ROOT} <= {i.name for i in MODULES[FACADE].imports}
 
@@ -135,7 +137,7 @@ def test_jobs_import_only_memory_pipelines_and_jobs(module: Module) -> None:
 
 @pytest.mark.parametrize("module", _params(MODULES[n] for n in MEMORY_BELOW_ROOT))
 def test_memory_below_the_root_imports_no_pipelines_jobs_root_or_entry_point(module: Module) -> None:
-    assert not _offending(module, _ours_in("memory", "prompts") - {COMPOSITION_ROOT} - ENTRY_POINTS)
+    assert not _offending(module, _ours_in("memory", "prompts") - ROOT - ENTRY_POINTS)
 
 
 @pytest.mark.parametrize("module", _params(MODULES[n] for n in ENTRY_POINTS))

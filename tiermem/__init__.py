@@ -64,6 +64,7 @@ from .memory._options import (
     SemanticOptions,
     WorkingOptions,
 )
+from .memory._history import Conversation, HistoryProgress, HistoryReport, HistoryTurn
 from .memory._portability import ExportReport, ImportReport
 from .memory._recall import edge_to_memory_item
 from .memory._records import (
@@ -123,6 +124,7 @@ __all__ = [
     "ConfigurationError",
     "ConnectArguments",
     "ConsolidationResult",
+    "Conversation",
     "Digest",
     "DigestOptions",
     "DigestResult",
@@ -137,6 +139,9 @@ __all__ = [
     "Fact",
     "ForgetReport",
     "HashingEmbedder",
+    "HistoryProgress",
+    "HistoryReport",
+    "HistoryTurn",
     "HygieneOptions",
     "ImportReport",
     "InvalidArgumentError",

@@ -215,7 +215,8 @@ async def test_episodes_older_than_the_ttl_expire_with_their_session(
     mem = make_system(store_path, clock, embedder, episodic={"ttl": timedelta(days=30)})
     old_ctx = MemoryContext(user_id="u-1", session_id="old")
     young_ctx = MemoryContext(user_id="u-1", session_id="young")
-    await mem.capture(old_ctx, [{"role": "user", "content": "I started learning the cello."}])
+    cello = await mem.capture(old_ctx, [{"role": "user", "content": "I started learning the cello."}])
+    await mem.capture(old_ctx, [{"role": "user", "content": "Hello there!"}])  # no fact cites it
     await mem.end_session(old_ctx)
     clock.advance(days=20)
     await mem.capture(young_ctx, [{"role": "user", "content": "I adopted a cat named Luna."}])
@@ -230,9 +231,12 @@ async def test_episodes_older_than_the_ttl_expire_with_their_session(
         return mem.store.count(table, Where(eq={**mem.tiers.scope(old_ctx), "session_id": session}))  # type: ignore[arg-type]
 
     left = {e.session_id: e.status for e in mem.tiers.episodes(old_ctx)}
+    (fact,) = [f for f in await mem.facts(old_ctx) if "cello" in f.text]
     assert report.episodes_expired == 1
-    assert left == {"young": "consolidated", pending.session_id: "pending"}
-    assert (rows("turns", "old"), rows("working", "old")) == (0, 0)
+    # "expired": the summary-less tombstone of the one turn a live fact still cites (see test_ttl_provenance)
+    assert left == {"old": "expired", "young": "consolidated", pending.session_id: "pending"}
+    assert fact.provenance == (cello.turn.id,)
+    assert (rows("turns", "old"), rows("working", "old")) == (1, 0)
     assert rows("turns", "young") == 1
     assert rows("working", "young") >= 1
 
@@ -242,7 +246,7 @@ async def test_ttl_keeps_turns_captured_after_the_expired_episode(
 ) -> None:
     mem = make_system(store_path, clock, embedder, episodic={"ttl": timedelta(days=30)})
     ctx = MemoryContext(user_id="u-1", session_id="long-lived-thread")
-    await mem.capture(ctx, say("I work as a nurse in Porto."))
+    await mem.capture(ctx, say("Hello there!"))  # no fact cites it: it goes
     await mem.end_session(ctx)
     await mem.consolidate(ctx)
     clock.advance(days=60)

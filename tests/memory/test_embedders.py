@@ -219,9 +219,9 @@ def test_tiermem_reembed_on_a_store_already_moved_does_nothing(
     assert "already uses minilm-static-v1; nothing to do" in capsys.readouterr().out
 
 
-def test_tiermem_reembed_refuses_a_folder_without_a_store(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match="no tiermem store"):
-        cli_main(["reembed", "--store", str(tmp_path / "nothing-here")])
+def test_tiermem_reembed_refuses_a_folder_without_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["reembed", "--store", str(tmp_path / "nothing-here")]) == 1
+    assert capsys.readouterr().err.startswith("tiermem: error: no tiermem store")
 
 
 def test_an_interrupted_reembed_is_refused_until_run_again(static_store: str) -> None:

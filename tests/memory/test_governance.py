@@ -154,7 +154,7 @@ async def test_subjects_and_stats_describe_the_user(mem: MemorySystem, ctx: Memo
     assert stats.counts["digest"] == {"active": 1}
     assert stats.counts["turns"] == {"observed": 3}
     assert stats.counts["aliases"] == {"active": 1}
-    assert stats.pending == {"turns": 0, "episodes": 0, "episodes_failed": 0}
+    assert stats.pending == {"turns": 0, "turns_parked": 0, "episodes": 0, "episodes_failed": 0, "episodes_parked": 0}
     assert stats.bytes_on_disk is not None and stats.bytes_on_disk > 0
 
 

@@ -19,7 +19,7 @@ TURN = Turn(id="turn_x", namespace="default", user_id="u-1", session_id="s-1", s
 
 # Computed with the recipes as they were before they moved here (blake2b-128 of the "\x1f"-joined parts).
 FROZEN: dict[str, tuple[Callable[[], str], str]] = {
-    "turn": (lambda: ids.turn_id(CTX, session_id="s-1", seq=3), "turn_7e0b125662c1525bc575e0fe34f91fc2"),
+    "turn": (lambda: ids.turn_id(CTX, session_id="s-1", key="k-3"), "turn_ada5443a1c25055ded1ca9a5ab1fd366"),
     "observation": (lambda: ids.observation_id(TURN, index=2), "wm_6558bc65ac449c89f0d14bfb7795b63c"),
     "working-entry": (
         lambda: ids.working_entry_id(CTX, session_id="s-1", subject="moni", text="Moni likes  Jazz."),

@@ -24,7 +24,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tiermem import MemoryContext, create_memory_capability
+from tiermem import ConfigurationError, MemoryContext, create_memory_capability
+from tiermem.memory._mcp import McpConfig, build_server
 
 USER = MemoryContext(user_id="u-1")
 OTHER = MemoryContext(user_id="other")
@@ -178,6 +179,53 @@ async def test_forget_deletes_only_the_users_own_memory(tmp_path: Path, server_e
     assert OWN_FACT not in {f.text for f in await mem.facts(USER)}
 
 
+async def test_remember_is_agent_written_and_refusals_write_nothing(
+    tmp_path: Path, server_env: dict[str, str], store: str
+) -> None:
+    mem = create_memory_capability(store=store, embedder="hashing")
+    before = await mem.facts(USER)
+    deep: Any = "x"
+    for _ in range(30):
+        deep = [deep]
+    async with mcp_session(tmp_path, server_env, store, "--user-id", "u-1", "--allow-writes") as session:
+        refused = [
+            _envelope(await session.call_tool("remember", arguments))
+            for arguments in (
+                {"text": "The vault code is 0000.", "subject": "other"},  # another user's id
+                {"text": "Moni plays the viola.", "subject": "Moni"},  # not canonical
+                {"text": "The user likes tea.", "subject": deep},  # nested past the limit
+                {"text": "x" * 70_000},  # larger than the limit
+            )
+        ]
+        assert await mem.facts(USER) == before  # checked while the server runs: nothing was written
+        stored = _envelope(await session.call_tool("remember", {"text": "Moni plays the viola.", "subject": "moni"}))
+
+    assert [e["ok"] for e in refused] == [False] * 4
+    assert "id of a user" in refused[0]["error"] and "use 'moni'" in refused[1]["error"]
+    assert all("invalid arguments for remember:" in e["error"] for e in refused[2:])
+    assert stored["ok"] is True
+    (fact,) = [f for f in await mem.facts(USER) if f.text == "Moni plays the viola."]
+    assert (fact.subject, fact.metadata["source"]) == ("moni", "agent")
+    assert [f.text for f in await mem.facts(OTHER)] == [SECRET]
+
+
+async def test_without_allow_writes_remember_is_an_unknown_tool(
+    tmp_path: Path, server_env: dict[str, str], store: str
+) -> None:
+    mem = create_memory_capability(store=store, embedder="hashing")
+    before = await mem.facts(USER)
+    async with mcp_session(tmp_path, server_env, store, "--user-id", "u-1") as session:
+        envelope = _envelope(await session.call_tool("remember", {"text": "The user likes tea."}))
+    assert envelope["ok"] is False and "unknown tool 'remember'" in envelope["error"]
+    assert await mem.facts(USER) == before
+
+
+def test_allow_writes_without_the_write_side_is_a_configuration_error(store: str) -> None:
+    config = McpConfig(store=store, user_id="u-1", embedder="hashing", allow_writes=True)
+    with pytest.raises(ConfigurationError, match="write side"):
+        build_server(config)
+
+
 HOSTILE: list[tuple[str, dict[str, Any]]] = [
     ("recall", {"query": "vault code", "user_id": "other"}),
     ("recall", {"query": "vault code", "namespace": "default", "user_id": "other"}),
@@ -253,7 +301,7 @@ def test_a_store_written_with_another_embedder_is_refused(tmp_path: Path, server
         check=False,
     )
     assert result.returncode != 0
-    assert "tiermem mcp:" in result.stderr and "embedder" in result.stderr, result.stderr[-2000:]
+    assert "tiermem: error:" in result.stderr and "embedder" in result.stderr, result.stderr[-2000:]
 
 
 # -- streamable HTTP, the user from a header the operator's proxy sets ---------------------------

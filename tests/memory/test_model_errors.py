@@ -540,7 +540,7 @@ async def test_a_deferral_logs_a_warning_under_the_tiermem_logger(
 
     (warning,) = _warnings(caplog)
     assert result.deferred
-    assert warning.name == "tiermem.memory._system"
+    assert warning.name.startswith("tiermem.memory.")  # the write side logs under its modules
     assert f"deferred ({kind} failure)" in warning.getMessage()
 
 

@@ -11,7 +11,7 @@ import asyncio
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from tiermem import (
     system,
 )
 from tiermem.jobs import run_janitor
+from tiermem.memory._identity import edge_id
 from tiermem.memory._stage import Stage
 from tiermem.memory._store import Where
 from tiermem.memory._system import ConsolidationResult
@@ -294,7 +295,14 @@ async def test_on_unknown_endpoint_dropped_or_minted(
     result = await session(mem, fake, ctx, facts=FAMILY_FACTS, edges=edges, subjects=sorted(FAMILY))
     assert triples(mem.relations.edges(ctx)) == expected
     assert result.counts.get("edges_unknown_endpoint", 0) == (0 if implicit else 1)
+    assert result.counts.get("edges_implicit_endpoint", 0) == (1 if implicit else 0)
     assert {e.target for e in await mem.connections(ctx, "globex")} == ({"globex"} if implicit else set())
+    if implicit:
+        assert result.refusals == []
+    else:  # reported with its reason, not only counted
+        (refusal,) = result.refusals
+        assert refusal.startswith("edge user --works at--> globex: unknown endpoint 'globex'")
+        assert "create_implicit_entities" in refusal
 
 
 async def test_on_endpoint_known_from_existing_facts(make: MakeSystem, ctx: MemoryContext) -> None:
@@ -355,6 +363,106 @@ async def test_on_max_edges_keeps_the_newest_at_equal_confidence(
     await session(mem, fake, ctx, edges=newer, subjects=sorted(FAMILY))
     assert triples(mem.relations.edges(ctx)) == {("user", "married to", "moni"), ("tom", "friend of", "user")}
     assert mem.store.count("edges") == 2
+
+
+def stored_edge(
+    ctx: MemoryContext,
+    target: str,
+    *,
+    when: datetime,
+    confidence: float = 0.8,
+    closed: bool = False,
+    support: tuple[str, ...] = (),
+) -> Edge:
+    """An edge user --knows--> ``target`` as stored, last changed ``when`` (closed then, if ``closed``)."""
+    return Edge(
+        id=edge_id(ctx, source="user", relation="knows", target=target), namespace=ctx.namespace,
+        user_id=ctx.user_id, source="user", relation="knows", target=target, confidence=confidence,
+        created_at=T0, updated_at=when, valid_from=T0, valid_to=when if closed else None, support=support,
+    )  # fmt: skip
+
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+DAY = timedelta(days=1)
+# (target, days after T0 it last changed, confidence, closed) per edge; max_edges=2 drops one.
+CAP_CASES: list[Any] = [
+    pytest.param([("ann", 3, 0.9, True), ("bea", 1, 0.5, False), ("cid", 2, 0.5, False)], "ann", id="history-first"),
+    pytest.param([("ann", 1, 0.8, False), ("bea", 2, 0.8, False), ("cid", 3, 0.8, False)], "ann", id="least-recent"),
+    pytest.param(
+        [("ann", 1, 0.9, False), ("bea", 2, 0.5, False), ("cid", 3, 0.5, False)], "ann", id="recency-before-confidence"
+    ),
+    pytest.param(
+        [("ann", 2, 0.9, False), ("bea", 2, 0.5, False), ("cid", 2, 0.7, False)], "bea", id="then-least-confident"
+    ),
+    pytest.param([("ann", 2, 0.8, False), ("bea", 2, 0.8, False), ("cid", 2, 0.8, False)], None, id="then-by-id"),
+]
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["in-order", "reversed"])
+@pytest.mark.parametrize(("spec", "dropped"), CAP_CASES)
+async def test_on_max_edges_breaks_ties_by_recency_then_confidence_then_id(
+    make: MakeSystem, ctx: MemoryContext, spec: list[tuple[str, int, float, bool]], dropped: str | None, reverse: bool
+) -> None:
+    mem, _ = make({"max_edges": 2})
+    edges = [stored_edge(ctx, t, when=T0 + d * DAY, confidence=c, closed=x) for t, d, c, x in spec]
+    mem.relations.put_edges(ctx, edges[::-1] if reverse else edges)
+    gone = dropped or min(edges, key=lambda e: e.id).target  # a full tie: the smallest id goes, whatever the order
+    assert sorted(e.target for e in mem.relations.edges(ctx)) == sorted(t for t, *_ in spec if t != gone)
+
+
+# -- the janitor's edge rule: the same support set as supersession ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ends", "closed", "support_left"),
+    [
+        (("superseded", "archived"), True, 2),
+        (("forgotten", "archived"), True, 1),
+        (("forgotten", "forgotten"), False, 0),
+    ],
+    ids=["superseded-and-archived-closes", "one-row-left-closes", "no-row-left-deletes"],
+)
+async def test_janitor_closes_unsupported_edges_and_deletes_only_those_with_no_support_row(
+    make: MakeSystem, ctx: MemoryContext, ends: tuple[str, str], closed: bool, support_left: int
+) -> None:
+    mem, _ = make(True)
+    facts = [
+        await mem.add_semantic_fact(ctx, text, subject="moni")
+        for text in ("Moni, the user's wife, loves jazz.", "Moni, the user's wife, is a nurse.")
+    ]
+    edge = stored_edge(ctx, "moni", when=T0, support=tuple(sorted(f.id for f in facts)))
+    mem.relations.put_edges(ctx, [edge])
+    for fact, end in zip(facts, ends, strict=True):
+        if end == "forgotten":  # the row is gone (as after an erasure that did not reach the edge)
+            mem.store.delete("facts", Where(eq={**_scope(ctx).eq, "id": fact.id}))
+        else:
+            mem.tiers.put_facts([fact.model_copy(update={"status": end})])
+
+    report = await run_janitor(mem)
+
+    stored = {e.id: e for e in mem.relations.edges(ctx)}
+    assert (report.edges_removed, report.edges_deleted) == (1, 0 if closed else 1)
+    assert (edge.id in stored) is closed
+    if closed:
+        assert stored[edge.id].valid_to is not None and not stored[edge.id].current  # kept as history
+        assert len(stored[edge.id].support) == support_left  # only facts still stored
+    assert await mem.connections(ctx, "moni") == []
+    assert (await run_janitor(mem)).edges_removed == 0
+
+
+async def test_janitor_deletes_a_closed_edge_once_its_support_rows_are_gone(
+    make: MakeSystem, ctx: MemoryContext
+) -> None:
+    mem, _ = make(True)
+    fact = await mem.add_semantic_fact(ctx, "Moni, the user's wife, loves jazz.", subject="moni")
+    edge = stored_edge(ctx, "moni", when=T0, closed=True, support=(fact.id,))
+    mem.relations.put_edges(ctx, [edge])
+    mem.store.delete("facts", Where(eq={**_scope(ctx).eq, "id": fact.id}))
+
+    report = await run_janitor(mem)
+
+    assert (report.edges_removed, report.edges_deleted) == (1, 1)
+    assert mem.relations.edges(ctx) == []
 
 
 async def test_on_repeated_edge_reinforces_one_row(make: MakeSystem, ctx: MemoryContext, clock: FrozenClock) -> None:

@@ -8,11 +8,14 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tiermem as memory
 from tiermem import (
@@ -25,6 +28,8 @@ from tiermem import (
     StoreMismatchError,
     create_memory_capability,
 )
+from tiermem.memory._filters import sql_timestamp
+from tiermem.memory._records import Fact
 from tiermem.memory._store import MAX_FILTER_VALUE, Where, sql_literal
 from tiermem.memory.testing import FrozenClock
 
@@ -396,3 +401,121 @@ def test_a_home_relative_store_path_is_expanded(tmp_path: Path, monkeypatch: pyt
     assert store.uri == str(tmp_path / "tiermem-store")
     assert (tmp_path / "tiermem-store").is_dir()
     assert not Path("~").exists()
+
+
+# -- full-text cues are words, never query syntax -------------------------------------------------
+
+FTS_SCOPE = {"namespace": "default", "user_id": "u-1"}
+FTS_NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def _fact(fact_id: str, text: str) -> Fact:
+    return Fact(
+        id=fact_id,
+        namespace="default",
+        user_id="u-1",
+        subject="user",
+        text=text,
+        created_at=FTS_NOW,
+        updated_at=FTS_NOW,
+        reinforced_at=FTS_NOW,
+    )
+
+
+def _text_store(path: str) -> Store:
+    store = Store(path, embedder_id="hashing-v1-8", dimensions=8)
+    texts = ["The user moved to Lisbon in May.", "Moni plays tennis on Sundays."]
+    store.upsert("facts", [_fact(f"f-{i}", text) for i, text in enumerate(texts)], np.ones((2, 8), dtype=np.float32))
+    return store
+
+
+@pytest.fixture
+def text_store(store_path: str) -> Store:
+    return _text_store(store_path)
+
+
+@pytest.mark.parametrize(
+    ("cue", "found"),
+    [
+        ('"Lisbon"', ["f-0"]),
+        ('"moved to Lisbon', ["f-0"]),
+        ("Lisbon AND (tennis", ["f-0", "f-1"]),
+        ("NOT tennis OR", ["f-1"]),
+        ("text:Lisbon", ["f-0"]),
+        ("Lisbon^3 tennis~2", ["f-0", "f-1"]),
+        ("\\Lisbon\\", ["f-0"]),
+        ("😀 Lisbon 😀", ["f-0"]),
+        ("+-*~^:()[]{}\"'\\", []),
+        ("Lisbon " + "x" * 50_000, ["f-0"]),
+        ("word " * 5_000 + "Lisbon", ["f-0"]),
+        (" ".join(f"w{i}" for i in range(100)) + " Lisbon", []),
+    ],
+    ids=[
+        "quoted-phrase",
+        "unbalanced-quote",
+        "operators-parens",
+        "bare-operators",
+        "field-prefix",
+        "boost-fuzzy",
+        "backslashes",
+        "emoji",
+        "only-syntax",
+        "very-long-word",
+        "many-repeated-words",
+        "too-many-distinct-words",
+    ],
+)
+def test_text_search_reads_any_cue_as_words(text_store: Store, cue: str, found: list[str]) -> None:
+    hits = text_store.text_search("facts", cue, Where(eq=FTS_SCOPE), limit=5)
+    assert sorted(h.record.id for h in hits) == found
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cue=st.text(max_size=300))
+def test_text_search_never_raises(text_store: Store, cue: str) -> None:
+    hits = text_store.text_search("facts", cue, Where(eq=FTS_SCOPE), limit=5)
+    assert {h.record.id for h in hits} <= {"f-0", "f-1"}
+
+
+# -- insert if absent -----------------------------------------------------------------------------
+
+
+def test_insert_absent_leaves_existing_ids_untouched(store_path: str) -> None:
+    store = Store(store_path, embedder_id="hashing-v1-8", dimensions=8)
+    vectors = np.ones((3, 8), dtype=np.float32)
+
+    assert store.insert_absent("facts", [_fact("a", "first a"), _fact("b", "first b")], vectors[:2]) == 2
+    assert (
+        store.insert_absent("facts", [_fact("b", "second b"), _fact("c", "first c"), _fact("c", "again c")], vectors)
+        == 1
+    )
+    assert store.insert_absent("facts", [], None) == 0
+    assert {f.id: f.text for f in store.query("facts", Where(eq=FTS_SCOPE))} == {
+        "a": "first a",
+        "b": "first b",
+        "c": "first c",
+    }
+    store.upsert("facts", [_fact("c", "one"), _fact("c", "two")], vectors[:2])  # of one id twice, the last wins
+    assert [f.text for f in store.get("facts", Where(eq=FTS_SCOPE), ["c"])] == ["two"]
+    assert store.count("facts") == 3
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (datetime(2026, 3, 1, 9, 0, tzinfo=UTC), "TIMESTAMP '2026-03-01T09:00:00.000000Z'"),
+        (
+            datetime(2026, 3, 1, 10, 0, 0, 5, tzinfo=timezone(timedelta(hours=1))),
+            "TIMESTAMP '2026-03-01T09:00:00.000005Z'",
+        ),
+    ],
+    ids=["utc", "other-zone"],
+)
+def test_sql_timestamp_renders_utc(value: datetime, expected: str) -> None:
+    assert sql_timestamp(value) == expected
+
+
+@pytest.mark.parametrize("value", [datetime(2026, 3, 1), "2026-03-01", None], ids=["naive", "string", "none"])
+def test_sql_timestamp_rejects(value: Any) -> None:
+    with pytest.raises(InvalidArgumentError):
+        sql_timestamp(value)

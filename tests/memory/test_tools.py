@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import warnings
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tiermem import (
     HashingEmbedder,
+    InvalidArgumentError,
     MemoryCapability,
     MemoryContext,
     MemoryTool,
     RecallArguments,
+    TiermemError,
     Toolset,
     create_memory_capability,
+    system,
 )
 from tiermem.memory.testing import FrozenClock
 
@@ -391,3 +397,151 @@ async def test_renamed_tool_keeps_schema_and_behaviour(recall_tool: MemoryTool) 
         "results"
     ]
     assert "invalid arguments for recall:" in (await short.call({"user_id": "x"}))["error"]
+
+
+# -- never raises -------------------------------------------------------------------------------
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    """``{"query": [[[...]]]}`` built without recursion."""
+    inner: Any = "tennis"
+    for _ in range(depth):
+        inner = [inner]
+    return {"query": inner}
+
+
+def _itself() -> dict[str, Any]:
+    arguments: dict[str, Any] = {"query": "tennis"}
+    arguments["subject"] = arguments  # contains itself: only a walk that bounds depth terminates
+    return arguments
+
+
+DEEP, LARGE, OBJECT = "nested deeper than 20 levels", "larger than 64 KiB", "must be a JSON object"
+HOSTILE: list[tuple[str, Any, str]] = [
+    ("deep-json-lists", "[" * 5000 + "]" * 5000, DEEP),
+    ("deep-json-objects", '{"a":' * 5000 + "1" + "}" * 5000, DEEP),
+    ("deep-json-unclosed", '{"a":' * 10_000, DEEP),
+    ("deep-json-under-query", '{"query": ' + "[" * 3000 + '"x"' + "]" * 3000 + "}", DEEP),
+    ("depth-21", json.dumps(_nested(20)), DEEP),
+    ("deep-dict", _nested(5000), DEEP),
+    ("self-referencing-dict", _itself(), DEEP),
+    ("huge-json", json.dumps({"query": "x" * (1 << 20)}), LARGE),
+    ("huge-json-multibyte", json.dumps({"query": "é" * 40_000}, ensure_ascii=False), LARGE),
+    ("huge-dict", {"query": "x" * (1 << 20)}, LARGE),
+    ("many-keys", {f"k{i}": i for i in range(100_000)}, LARGE),
+    ("huge-int", '{"query": "tennis", "limit": ' + "9" * 5000 + "}", "integer string conversion"),
+    ("lone-surrogate", '{"query": "\\ud800"}', "not valid Unicode"),
+    ("nan", '{"query": "tennis", "limit": NaN}', "limit"),
+    ("bytes", b'{"query": "tennis"}', OBJECT),
+    ("object", object(), OBJECT),
+]
+
+
+@pytest.mark.parametrize(("arguments", "message"), [(a, m) for _, a, m in HOSTILE], ids=[n for n, _, _ in HOSTILE])
+async def test_hostile_arguments_give_an_error_envelope(recall_tool: MemoryTool, arguments: Any, message: str) -> None:
+    envelope = await recall_tool.call(arguments)
+    assert envelope["ok"] is False and envelope["results"] == []
+    assert envelope["error"].startswith("invalid arguments for memory_recall:")
+    assert message in envelope["error"], envelope["error"]
+    assert len(envelope["error"]) <= 1000
+
+
+@pytest.mark.parametrize(
+    ("arguments", "ok"),
+    [(json.dumps(_nested(19)), False), (json.dumps({"query": "tennis", "tiers": ["semantic"]}), True)],
+    ids=["depth-20-validated", "two-levels"],
+)
+async def test_arguments_within_the_limits_are_validated_as_usual(
+    recall_tool: MemoryTool, arguments: str, ok: bool
+) -> None:
+    envelope = await recall_tool.call(arguments)
+    assert envelope["ok"] is ok
+    assert ok or ("query" in envelope["error"] and DEEP not in envelope["error"])
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (InvalidArgumentError("the cue is odd"), "memory_recall failed: the cue is odd"),
+        (RuntimeError("secret internals /srv/db"), "memory_recall failed: internal error"),
+        (RecursionError("maximum recursion depth exceeded"), "memory_recall failed: internal error"),
+    ],
+    ids=["tiermem-error", "unexpected", "recursion"],
+)
+async def test_a_failing_handler_gives_an_error_envelope(
+    error: Exception, expected: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def handler(args: Any) -> list[Any]:
+        raise error
+
+    tool = MemoryTool(name="memory_recall", description="d", arguments=RecallArguments, handler=handler)
+    with caplog.at_level(logging.ERROR, logger="tiermem.tools"):
+        envelope = await tool.call({"query": "tennis"})
+    assert envelope["ok"] is False and envelope["error"].startswith(expected)
+    assert "/srv/db" not in envelope["error"]
+    logged = [r for r in caplog.records if r.name == "tiermem.tools"]
+    assert bool(logged) is (not isinstance(error, TiermemError))
+    assert all(r.exc_info is not None for r in logged)  # with its traceback
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "assistant", "tool_calls": 7},
+        {"role": "assistant", "tool_calls": "memory_recall"},
+        {"role": "assistant", "tool_calls": {"id": "c1"}},
+        {"role": "assistant", "tool_calls": [None, 3, "x", {"function": 5}, {"id": "c9", "function": {"name": [1]}}]},
+        None,
+        42,
+    ],
+    ids=["int", "str", "dict", "junk-calls", "none", "int-message"],
+)
+async def test_execute_survives_a_malformed_message(tools: Toolset, message: Any) -> None:
+    replies = await tools.execute(message)
+    assert all(json.loads(r["content"])["ok"] is False for r in replies)
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+KEYS = st.sampled_from(["query", "limit", "tiers", "subject", "verbose", "from", "to", "text", "kind", "id", "user_id"])
+ARGUMENTS = st.one_of(
+    JSONISH,
+    JSONISH.map(json.dumps),
+    st.dictionaries(KEYS, JSONISH, max_size=4),
+    st.dictionaries(KEYS, JSONISH, max_size=4).map(json.dumps),
+    st.text(max_size=40),
+    st.integers(1, 3000).flatmap(lambda n: st.sampled_from(["[" * n, "{" * n, '{"a":' * n, "[" * n + "]" * n])),
+)
+NAMES = st.sampled_from(["memory_recall", "memory_connect", "memory_remember", "memory_forget", "nope", ""])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(calls=st.lists(st.tuples(NAMES, ARGUMENTS), min_size=1, max_size=3))
+def test_execute_never_raises(write_tools: Any, calls: list[tuple[str, Any]]) -> None:
+    message = {
+        "role": "assistant",
+        "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": arguments}}
+            for i, (name, arguments) in enumerate(calls)
+        ],
+    }
+    replies = write_tools.execute(message)
+    assert [r["tool_call_id"] for r in replies] == [f"c{i}" for i in range(len(calls))]
+    for reply in replies:
+        envelope = json.loads(reply["content"])
+        assert isinstance(envelope["ok"], bool)
+        assert envelope["ok"] or envelope["error"]
+
+
+@pytest.fixture
+def write_tools(store_path: str, clock: FrozenClock) -> Any:
+    """Every tool, the write tools included, behind the blocking facade (Hypothesis drives sync tests)."""
+    mem = system(
+        model="rules", store=store_path, embedder=HashingEmbedder(256), clock=clock, semantic={"relations": True}
+    ).blocking()
+    ctx = MemoryContext(user_id="u-1", session_id="s-1")
+    mem.add_semantic_fact(ctx, "The user plays tennis on Sundays.")
+    return mem.tools(ctx, write=True)

@@ -239,3 +239,26 @@ async def test_janitor_closes_edges_by_the_same_support_set(tmp_path: Path, cloc
     assert kept[0].current is dry_run
     if not dry_run:
         assert kept[0].valid_to == later
+
+
+# -- options mean what they say: no semantic tier, no facts (issue 12, item 6) -----------------------------
+
+SEMANTIC_WRITES: list[Any] = [
+    pytest.param(lambda m: m.remember(BASE, "I am allergic to peanuts."), id="remember"),
+    pytest.param(lambda m: m.add_semantic_fact(BASE, "I am allergic to peanuts."), id="add_semantic_fact"),
+    pytest.param(lambda m: m.capability.remember(BASE, "I am allergic to peanuts."), id="capability-remember"),
+]
+
+
+@pytest.mark.parametrize("write", SEMANTIC_WRITES)
+async def test_a_fact_written_with_the_semantic_tier_off_is_refused(
+    tmp_path: Path, clock: FrozenClock, write: Any
+) -> None:
+    from tiermem import ConfigurationError
+
+    mem = system(model="rules", store=str(tmp_path / "store"), embedder=HashingEmbedder(256), clock=clock, semantic=False)
+    with pytest.raises(ConfigurationError, match="semantic tier is off"):
+        await write(mem)
+    assert mem.store.count("facts") == 0
+    with pytest.raises(ConfigurationError, match="semantic tier is off"):
+        mem.blocking().remember(BASE, "I am allergic to peanuts.")

@@ -1,0 +1,157 @@
+"""Consolidation and the digest (part of the composition root).
+
+Both run under a per-user lease kept in the store, so two workers (or an app and a worker) never
+consolidate the same episodes twice or pay for the same model call twice: the second finds the
+lease held and returns ``busy``, or finds nothing pending once the first is done. A fact is
+reinforced once per distinct episode, so a rerun after a crash does not reinforce its own facts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from tiermem.pipelines import StageModel, consolidate_episodes, write_digest
+
+from ._blocking import run_blocking
+from ._capability import MemoryCapability
+from ._clock import Clock
+from ._errors import EmbedderError, ModelError, error_kind
+from ._governance import carry_pins
+from ._identity import fact_set_fingerprint, lease_key
+from ._leases import Leases
+from ._records import Episode, Fact, MemoryContext
+from ._results import ConsolidationResult, DigestResult
+from ._retries import NO_ERROR, RetryPolicy, blocked, due, model_config
+from ._sessions import held
+from ._tiers import embedded_text
+
+__all__ = ["Consolidation"]
+
+log = logging.getLogger(__name__)
+
+
+class Consolidation:
+    """Episodes -> facts and edges; facts -> the digest."""
+
+    def __init__(
+        self,
+        *,
+        capability: MemoryCapability,
+        stages: StageModel,
+        clock: Clock,
+        leases: Leases,
+        holder: str,
+        retries: RetryPolicy,
+    ) -> None:
+        self.capability = capability
+        self.tiers = capability.tiers
+        self.relations = capability.relations
+        self.stages = stages
+        self.clock = clock
+        self.leases = leases
+        self.holder = holder
+        self.retries = retries
+
+    def _candidate_facts(self, ctx: MemoryContext, episodes: Sequence[Episode], per_episode: int = 20) -> list[Fact]:
+        """Existing facts the consolidator should see: the nearest ones of the same subjects (blocking)."""
+        found: dict[str, Fact] = {}
+        vectors = self.tiers.embed([embedded_text(e) for e in episodes])  # as the episodes are stored
+        for episode, vector in zip(episodes, vectors, strict=True):
+            for fact in self.tiers.nearest_facts(ctx, vector, subjects=episode.subjects, limit=per_episode):
+                found[fact.id] = fact
+        return list(found.values())
+
+    async def consolidate(
+        self, ctx: MemoryContext, *, batch_size: int = 4, due_only: bool = False, include_parked: bool = False
+    ) -> ConsolidationResult:
+        """Turn the user's pending episodes into facts (and edges), one model call per batch."""
+        async with held(self.leases, lease_key("consolidate", ctx), holder=self.holder) as lease:
+            if lease is None:
+                return ConsolidationResult(busy=True)
+            return await self._consolidate(ctx, batch_size=batch_size, due_only=due_only, include_parked=include_parked)
+
+    async def _consolidate(
+        self, ctx: MemoryContext, *, batch_size: int, due_only: bool, include_parked: bool
+    ) -> ConsolidationResult:
+        result = ConsolidationResult()
+        config, now = model_config(self.stages), self.clock.now()
+        statuses = ["pending", "parked"] if include_parked else ["pending"]
+        pending = await run_blocking(self.tiers.episodes, ctx, statuses=statuses)
+        pending = [e for e in pending if not blocked(e, config) and (due(e, now) or not due_only)]
+        pending.sort(key=lambda e: (e.started_at, e.id))
+        aliases = await run_blocking(self.tiers.aliases, ctx)
+        names = [name.title() for name, subject in aliases.items() if subject == "user"]
+        for start in range(0, len(pending), batch_size):
+            batch = pending[start : start + batch_size]
+            existing = await run_blocking(self._candidate_facts, ctx, batch)
+            observed = await run_blocking(self.tiers.session_entries, ctx, [e.session_id for e in batch])
+            # Facts are dated by their evidence: an imported history's facts carry its dates.
+            now = max(e.ended_at for e in batch) if all(e.metadata.get("dated") for e in batch) else self.clock.now()
+            try:
+                plan = await consolidate_episodes(
+                    self.stages, ctx=ctx, episodes=batch, observations=observed, existing=existing, user_names=names,
+                    aliases=aliases, relations=self.relations.options, now=now,
+                    known_subjects=await run_blocking(self.tiers.known_subjects, ctx),
+                )  # fmt: skip
+                await run_blocking(
+                    self.tiers.put_facts, carry_pins(list(plan.facts.values()))
+                )  # a pin outlives updates
+                if plan.edges:
+                    await run_blocking(self.relations.put_edges, ctx, plan.edges)
+                # A superseded fact takes the edges it alone supported with it (closed, kept as history).
+                await run_blocking(self.relations.close_unsupported_edges, ctx)
+            except (ModelError, EmbedderError) as exc:
+                failed = [
+                    self.retries.failed(e, exc, config=config, now=self.clock.now(), parked_status="parked")
+                    for e in batch
+                ]
+                await run_blocking(self.tiers.put_episodes, failed)
+                log.warning("consolidation of %d episodes deferred (%s failure): %s", len(batch), error_kind(exc), exc)
+                result.deferred, result.error, result.exception = True, str(exc), exc
+                return result
+            done = [
+                e.model_copy(update={**NO_ERROR, "attempts": 0, "status": "consolidated", "updated_at": now})
+                for e in batch
+            ]
+            await run_blocking(self.tiers.put_episodes, done)
+            result.episodes += len(batch)
+            for name, value in plan.counts.items():
+                result.counts[name] = result.counts.get(name, 0) + value
+            result.refusals += [f"{r.op} {r.subject}: {r.reason}" for r in plan.refused]
+            log.debug("consolidated %d episodes: %s, %d refused", len(batch), plan.counts, len(plan.refused))
+        return result
+
+    async def digest(self, ctx: MemoryContext) -> DigestResult:
+        """Write the user's narrative digest from their active facts and current edges (one model call).
+
+        Superseded facts and closed edges are not shown to the model: the digest states what holds now.
+        """
+        options = self.capability.digest_options
+        if options is None:
+            return DigestResult(digest=None)
+        async with held(self.leases, lease_key("digest", ctx), holder=self.holder) as lease:
+            if lease is None:
+                return DigestResult(digest=None, busy=True)
+            facts = await run_blocking(self.tiers.facts, ctx)
+            if not facts:
+                return DigestResult(digest=None)
+            now = self.clock.now()
+            ranked = sorted(facts, key=lambda f: (-self.capability.item(f, now).confidence, f.id))[: options.max_facts]
+            edges = await run_blocking(self.relations.current_edges, ctx)  # empty when relations are off
+            aliases = await run_blocking(self.tiers.aliases, ctx)
+            names = [name.title() for name, subject in aliases.items() if subject == "user"]
+            previous = await run_blocking(self.tiers.latest_digest, ctx)
+            try:
+                text = await write_digest(
+                    self.stages, facts=ranked, edges=edges, user_names=names,
+                    previous=previous.text if previous else None,
+                )  # fmt: skip
+            except (ModelError, EmbedderError) as exc:
+                log.warning("digest deferred (%s failure): %s", error_kind(exc), exc)
+                return DigestResult(digest=None, deferred=True, error=str(exc), exception=exc)
+            meta = {"fingerprint": fact_set_fingerprint(facts), "model": self.stages.name}
+            written = await run_blocking(
+                self.tiers.set_digest, ctx, text, provenance=[f.id for f in ranked], metadata=meta
+            )
+            return DigestResult(digest=written)

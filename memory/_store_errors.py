@@ -1,0 +1,38 @@
+"""Which :class:`StoreError` an exception from LanceDB, Arrow or the OS is, by its type and message.
+
+LanceDB's Rust core reaches Python as builtin exceptions (ValueError, RuntimeError, OSError) whose
+message names the engine's error; these patterns tell its kinds apart. The store wraps every engine
+call in a context that raises what this module decides (see ``_engine_errors`` in :mod:`._store`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ._errors import StoreConflictError, StoreError, StoreNotFoundError, StoreUnavailableError
+
+__all__ = ["store_error_type"]
+
+_CONFLICT = re.compile(r"commit conflict|write contention|concurrent writers", re.IGNORECASE)
+_NOT_FOUND = re.compile(r"was not found|not found:|no such file", re.IGNORECASE)
+_IO = re.compile(r"LanceError\(IO\)|object ?store|io error", re.IGNORECASE)
+
+
+def store_error_type(exc: Exception, *, unavailable: tuple[type[Exception], ...] = ()) -> type[StoreError] | None:
+    """Which StoreError ``exc`` is, or None for an exception of no known kind.
+
+    ``unavailable``: the engine's own exception types that mean "could not reach the store" (its
+    remote client's errors), passed in by the one module that imports the engine.
+    """
+    text = str(exc)
+    if isinstance(exc, (ValueError, RuntimeError, OSError)) and _CONFLICT.search(text):
+        return StoreConflictError
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+        return StoreNotFoundError
+    if isinstance(exc, ValueError) and _NOT_FOUND.search(text):
+        return StoreNotFoundError  # "Table 'x' was not found"
+    if isinstance(exc, (RuntimeError, OSError)) and _IO.search(text):
+        return StoreNotFoundError if _NOT_FOUND.search(text) else StoreUnavailableError
+    if isinstance(exc, (OSError, *unavailable)):  # disk, permissions, network; pyarrow's ArrowIOError too
+        return StoreUnavailableError
+    return None

@@ -1,0 +1,148 @@
+"""Several processes writing one store at once: nothing lost, nothing doubled.
+
+Real processes on one store folder, started together (each waits for a go file): concurrent
+upserts and deletes all land, and an id inserted by four processes at the same moment is one row.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.subprocesses import run_together
+from tiermem import InvalidArgumentError, StoreConflictError
+from tiermem.memory._commits import CommitRetry, retry_conflicts
+from tiermem.memory._store import Store, Where
+
+PROCESSES = 4
+SCOPE = {"namespace": "default", "user_id": "u-1"}
+
+WORKER = textwrap.dedent(
+    """
+    import json, sys, time
+    from datetime import UTC, datetime
+    from pathlib import Path
+    import numpy as np
+    from tiermem.memory._records import Fact
+    from tiermem.memory._store import Store, Where
+
+    store_path, mode, me, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+    NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+    def fact(fact_id, text):
+        return Fact(id=fact_id, namespace="default", user_id="u-1", subject="user", text=text,
+                    created_at=NOW, updated_at=NOW, reinforced_at=NOW)
+
+    def vectors(n):
+        return np.ones((n, 8), dtype=np.float32)
+
+    store = Store(store_path, embedder_id="hashing-v1-8", dimensions=8, compact_every=8)
+    store.table("facts")
+    (go.parent / f"ready-{me}").touch()
+    while not go.exists():
+        time.sleep(0.005)
+    out = {"inserted": 0}
+    if mode == "absent":
+        records = [fact(f"shared-{i}", f"written by {me}") for i in range(50)]
+        out["inserted"] = store.insert_absent("facts", records, vectors(50))
+    else:
+        for batch in range(6):
+            own = [fact(f"p{me}-{batch}-{i}", f"process {me} batch {batch}") for i in range(5)]
+            shared = [fact(f"shared-{batch}", f"process {me} shared")]
+            store.upsert("facts", own + shared, vectors(6))
+            doomed = fact(f"doomed-{me}-{batch}", "deleted again")
+            store.upsert("facts", [doomed], vectors(1))
+            store.delete("facts", Where(eq={"user_id": "u-1"}, isin={"id": [doomed.id]}))
+    print(json.dumps(out))
+    """
+)
+
+
+def _together(args: list[list[str]], tmp_path: Path) -> list[dict[str, Any]]:
+    return [json.loads(out.strip().splitlines()[-1]) for out in run_together(WORKER, args, tmp_path)]
+
+
+def _store(path: str) -> Store:
+    return Store(path, embedder_id="hashing-v1-8", dimensions=8)
+
+
+def test_concurrent_upserts_and_deletes_lose_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "store")
+    _store(path)  # created once, as an app would before starting workers
+    _together([[path, "upsert"]] * PROCESSES, tmp_path)
+    ids = [f.id for f in _store(path).query("facts", Where(eq=SCOPE))]
+    own = {f"p{me}-{batch}-{i}" for me in range(PROCESSES) for batch in range(6) for i in range(5)}
+    assert sorted(ids) == sorted(own | {f"shared-{batch}" for batch in range(6)})  # each once, none doomed
+
+
+def test_four_processes_inserting_the_same_new_ids_make_one_row_each(tmp_path: Path) -> None:
+    path = str(tmp_path / "store")
+    _store(path)
+    results = _together([[path, "absent"]] * PROCESSES, tmp_path)
+    store = _store(path)
+    ids = [f.id for f in store.query("facts", Where(eq=SCOPE))]
+    assert sorted(ids) == sorted(f"shared-{i}" for i in range(50))
+    assert sum(r["inserted"] for r in results) == 50
+    texts = {f.text for f in store.query("facts", Where(eq=SCOPE))}
+    assert len(texts) == 1  # one process's batch won whole (each id kept its first writer)
+    first = store.query("facts", Where(eq=SCOPE, isin={"id": ["shared-0"]}))[0]
+    store.upsert("facts", [first.model_copy(update={"text": "Updated after the race."})], np.ones((1, 8), np.float32))
+    assert store.count("facts") == 50
+    assert [f.text for f in store.get("facts", Where(eq=SCOPE), ["shared-0"])] == ["Updated after the race."]
+
+
+# -- the retry policy -----------------------------------------------------------------------------
+
+
+def _failing(times: int) -> Callable[[], str]:
+    calls = {"n": 0}
+
+    def write() -> str:
+        calls["n"] += 1
+        if calls["n"] <= times:
+            raise StoreConflictError("store failed to write to facts: Retryable commit conflict for version 7")
+        return f"written on attempt {calls['n']}"
+
+    return write
+
+
+def test_a_lost_commit_race_is_retried_with_growing_jittered_pauses(caplog: pytest.LogCaptureFixture) -> None:
+    pauses: list[float] = []
+    policy = CommitRetry(attempts=8, base_delay=0.02, max_delay=1.5)
+    with caplog.at_level(logging.DEBUG, logger="tiermem.memory._commits"):
+        assert retry_conflicts(_failing(5), action="write", policy=policy, sleep=pauses.append) == (
+            "written on attempt 6"
+        )
+    assert len(pauses) == 5
+    assert all(0 <= p <= min(1.5, 0.02 * 2**n) for n, p in enumerate(pauses))
+    assert [r.levelno for r in caplog.records] == [logging.DEBUG] * 5
+
+
+def test_retries_are_bounded_then_the_conflict_is_raised() -> None:
+    pauses: list[float] = []
+    with pytest.raises(StoreConflictError, match="gave up after 3 attempts"):
+        retry_conflicts(_failing(99), action="write", policy=CommitRetry(attempts=3), sleep=pauses.append)
+    assert len(pauses) == 2
+
+
+def test_the_default_policy_gives_up_well_within_ten_seconds() -> None:
+    policy = CommitRetry()
+    worst = sum(policy.delay(n, rng=lambda: 1.0) for n in range(policy.attempts - 1))
+    assert worst < 6.0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"attempts": 0}, {"base_delay": -1.0}, {"max_delay": -0.5}],
+    ids=["no-attempts", "negative-base", "negative-max"],
+)
+def test_an_unusable_retry_policy_is_refused(options: dict[str, Any]) -> None:
+    with pytest.raises(InvalidArgumentError):
+        CommitRetry(**options)
