@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,11 @@ from _machine import cpu_name, package_version  # noqa: E402
 from tests.object_storage import S3Server, moto_server  # noqa: E402
 from tiermem import MemoryContext, MemorySystem, system  # noqa: E402
 from tiermem.jobs import run_janitor  # noqa: E402
+from tiermem.memory._embedders import resolve_embedder  # noqa: E402
+from tiermem.memory._store import Store  # noqa: E402
 from tiermem.memory.testing import FrozenClock  # noqa: E402
+
+EMBEDDER = resolve_embedder("hashing")
 
 LINES = [
     "I work as a nurse in Porto.",
@@ -81,7 +85,9 @@ async def _timed(timings: Timings, op: str, call: Callable[[], Awaitable[Any]]) 
     return result
 
 
-async def run(backend: str, store: str, options: dict[str, str] | None, server: S3Server | None, args: Any) -> Timings:
+async def run(
+    backend: str, store: Callable[[], str | Store], options: dict[str, str] | None, server: S3Server | None, args: Any
+) -> Timings:
     timings = Timings(backend=backend)
     clock = FrozenClock(datetime(2026, 3, 1, 9, 0, tzinfo=UTC))
 
@@ -90,7 +96,7 @@ async def run(backend: str, store: str, options: dict[str, str] | None, server: 
         return server.requests() if server else 0
 
     start = time.perf_counter()
-    mem: MemorySystem = system(model="rules", store=store, storage_options=options, embedder="hashing", clock=clock)
+    mem: MemorySystem = system(model="rules", store=store(), storage_options=options, embedder=EMBEDDER, clock=clock)
     timings.add("open", time.perf_counter() - start)
     user = MemoryContext(user_id="ann")
     capture_requests = end_requests = 0
@@ -126,6 +132,7 @@ async def run(backend: str, store: str, options: dict[str, str] | None, server: 
 
 def report(results: list[Timings], args: Any) -> str:
     ops = ["open", "capture", "end_session", "consolidate", "digest", "recall (first)", "recall", "janitor"]
+    s3_backends = [r.backend for r in results if r.backend != "local"]
     head = "| operation | " + " | ".join(f"{r.backend} p50 ms | {r.backend} p95 ms" for r in results)
     lines = [
         "Command: `python bench/object_storage.py`",
@@ -139,20 +146,26 @@ def report(results: list[Timings], args: Any) -> str:
         f"Machine: {cpu_name()}, {os.cpu_count()} cores (shared with other jobs while this ran); "
         f"lancedb {package_version('lancedb')}, moto {package_version('moto')}.",
         "",
-        head + " | S3 requests per op |",
-        "| --- | " + " | ".join("---: | ---:" for _ in results) + " | ---: |",
+        head + " | " + " | ".join(f"{b} requests per op" for b in s3_backends) + " |",
+        "| --- | "
+        + " | ".join("---: | ---:" for _ in results)
+        + " | "
+        + " | ".join("---:" for _ in s3_backends)
+        + " |",
     ]
-    s3 = next((r for r in results if r.backend == "s3"), None)
+    by_backend = {r.backend: r for r in results}
     for op in ops:
         cells = []
         for r in results:
             values = r.ms.get(op, [])
             cells.append(f"{statistics.median(values):.1f} | {_pct(values, 0.95):.1f}" if values else "n/a | n/a")
-        req = f"{s3.requests[op]:.1f}" if s3 and op in s3.requests else ""
-        lines.append(f"| {op} | " + " | ".join(cells) + f" | {req} |")
+        reqs = [f"{by_backend[b].requests[op]:.1f}" if op in by_backend[b].requests else "" for b in s3_backends]
+        lines.append(f"| {op} | " + " | ".join(cells) + " | " + " | ".join(reqs) + " |")
     lines += [
         "",
         "`recall` is warm (the user's vectors cached after the first); `recall (first)` reads them. "
+        "`s3 stale 5s`: the same bucket type with `Store(read_consistency=timedelta(seconds=5))` instead of the "
+        "front door's 0 (every read first lists the table's versions to see other processes' commits). "
         "Single runs (`capture` and `recall` have one sample per call); run-to-run noise on a shared machine "
         "is large, compare the ratios.",
     ]
@@ -169,10 +182,22 @@ async def main() -> None:
     if args.quick:
         args.sessions, args.recalls = 2, 12
     with tempfile.TemporaryDirectory() as tmp, moto_server(Path(tmp) / "moto.log") as server:
-        local = await run("local", str(Path(tmp) / "store"), None, None, args)
+        local = await run("local", partial(str, Path(tmp) / "store"), None, None, args)
         bucket = server.bucket()
-        s3 = await run("s3", bucket.uri, bucket.storage_options, server, args)
-    text = report([local, s3], args)
+        s3 = await run("s3", partial(str, bucket.uri), bucket.storage_options, server, args)
+        # The same with reads allowed 5 s stale (Store's read_consistency; the front door keeps 0): how much
+        # of the request count is the check for other processes' commits.
+        bucket = server.bucket()
+        stale = partial(
+            Store,
+            bucket.uri,
+            embedder_id=EMBEDDER.id,
+            dimensions=EMBEDDER.dimensions,
+            storage_options=bucket.storage_options,
+            read_consistency=timedelta(seconds=5),
+        )
+        s3_stale = await run("s3 stale 5s", stale, None, server, args)
+    text = report([local, s3, s3_stale], args)
     print(text)
     if not args.quick:
         args.out.write_text(text)

@@ -1,4 +1,5 @@
-"""A FastAPI app: one memory context per request, capture after the response is sent.
+"""A FastAPI app: one memory context per request; the turn is journaled before the reply returns and
+observed in the background (``capture(..., background=True)``), drained when the app shuts down.
 
 Serve it with ``uvicorn examples.fastapi_app:app`` (``AGENT_MODEL`` picks a real model, ``TIERMEM_STORE``
 the store). Run as a script, it drives itself offline through FastAPI's TestClient.
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's bundled price map: no download at import
 
@@ -19,7 +22,15 @@ from tiermem import MemoryContext, system
 
 MODEL = os.environ.get("AGENT_MODEL")
 mem = system(model=MODEL or "rules", store=os.environ.get("TIERMEM_STORE") or tempfile.mkdtemp(prefix="tiermem-api-"))
-app = FastAPI()
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    yield
+    await mem.aclose()  # observe what is still queued before the process exits
+
+
+app = FastAPI(lifespan=lifespan)
 
 
 class ChatIn(BaseModel):
@@ -33,7 +44,7 @@ class ChatOut(BaseModel):
 
 
 @app.post("/chat")
-async def chat(body: ChatIn, background: BackgroundTasks, x_user_id: str = Header()) -> ChatOut:
+async def chat(body: ChatIn, x_user_id: str = Header()) -> ChatOut:
     # The user comes from the authenticated request (here a header your auth layer sets), never from the body.
     ctx = MemoryContext(user_id=x_user_id, session_id=body.session_id)
     block = await mem.format_context(ctx, body.message)
@@ -46,10 +57,9 @@ async def chat(body: ChatIn, background: BackgroundTasks, x_user_id: str = Heade
         **offline,
     )
     reply = str(response.choices[0].message.content)
-    # Off the request path: the turn is captured after the response has gone out.
-    background.add_task(
-        mem.capture, ctx, [{"role": "user", "content": body.message}, {"role": "assistant", "content": reply}]
-    )
+    # Durable before the reply returns (one journal write); the observer's model call runs in the background.
+    turn = [{"role": "user", "content": body.message}, {"role": "assistant", "content": reply}]
+    await mem.capture(ctx, turn, background=True)
     return ChatOut(reply=reply, memory=block)
 
 
@@ -67,6 +77,7 @@ if __name__ == "__main__":
         sam, kim = {"X-User-Id": "sam"}, {"X-User-Id": "kim"}
         client.post("/chat", json={"session_id": "s1", "message": "I'm vegetarian, no meat."}, headers=sam)
         ask = {"session_id": "s1", "message": "Dinner ideas for a vegetarian?"}
+        client.portal.call(mem.flush)  # a test waits for the observer; a server does not need to
         second = client.post("/chat", json=ask, headers=sam)
         other = client.post("/chat", json={**ask, "session_id": "k1"}, headers=kim)
     print(second.json()["memory"])

@@ -49,6 +49,7 @@ async def expire(
         return out
     cutoff = now - episodic.ttl
     episodes = await run_blocking(mem.tiers.episodes, ctx)
+    # Never work not done yet (pending, parked: not consolidated), nor a pin; tombstones are looked at again below.
     expired = [
         e for e in episodes if e.status not in {"pending", "parked", "expired"} and e.ended_at < cutoff and not e.pinned
     ]

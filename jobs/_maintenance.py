@@ -85,7 +85,10 @@ async def close_idle_sessions(
 
 
 async def retry_pending(mem: MemorySystem, now: datetime | None = None) -> dict[str, Any]:
-    """Redo failed model work: pending turns, failed episode encodings, stalled consolidations."""
-    report = asdict(await mem.retry_pending())
+    """Redo failed model work whose backoff has passed: pending turns, failed encodings, stalled consolidations.
+
+    Work out of attempts stays parked (``stats()`` shows it) until ``retry_pending(include_parked=True)``.
+    """
+    report = asdict(await mem.retry_pending(due_only=True))
     log.info("retries: %s", report)
     return report

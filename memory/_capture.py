@@ -17,6 +17,7 @@ from typing import Any
 
 from tiermem.pipelines import StageModel, observe_turn
 
+from ._background import BackgroundObserver
 from ._blocking import run_blocking
 from ._clock import Clock
 from ._errors import EmbedderError, InvalidArgumentError, InvalidSubjectError, ModelError, error_kind
@@ -87,6 +88,7 @@ class Capture:
         self.keep_roles = keep_roles
         self.retries = retries
         self.locks = Locks()
+        self._last: dict[tuple[str, str, str], Turn] = {}
 
     async def capture(
         self,
@@ -96,6 +98,7 @@ class Capture:
         metadata: Mapping[str, Any] | None,
         at: datetime | None,
         idempotency_key: str | None,
+        background: BackgroundObserver | None = None,
     ) -> CaptureResult:
         sid = checked_context(ctx, session="capture").session_id
         assert sid is not None  # checked above
@@ -111,6 +114,9 @@ class Capture:
             found = await run_blocking(self.tiers.session_turns, ctx, sid, ids=ids)
             if not found:
                 turn = await run_blocking(self._journal, ctx, sid, msgs, ids[0], keys[0], when, meta)
+                if turn is not None and background is not None:
+                    await background.submit(ctx, turn)  # off the response path: observed by the queue
+                    return CaptureResult(turn=turn, entries=[], queued=True)
                 if turn is not None:
                     return await self.observe(ctx, turn)
                 found = await run_blocking(self.tiers.session_turns, ctx, sid, ids=ids)  # another process won
@@ -127,7 +133,10 @@ class Capture:
         meta: dict[str, Any],
     ) -> Turn | None:
         """Write the turn once (blocking); None when the same id was journaled first elsewhere."""
-        previous = self.tiers.latest_turn(ctx, sid)
+        scope = (ctx.namespace, ctx.user_id, sid)
+        # This process's last turn of the session saves a read; another process's turns since are
+        # found by settle_seq, which reads the session anyway.
+        previous = self._last.get(scope) or self.tiers.latest_turn(ctx, sid)
         turn = Turn(
             id=id,
             namespace=ctx.namespace,
@@ -144,7 +153,11 @@ class Capture:
         )
         if not self.tiers.journal(turn):
             return None
-        return self.tiers.settle_seq(ctx, turn)
+        turn = self.tiers.settle_seq(ctx, turn)
+        self._last[scope] = turn
+        if len(self._last) > 4096:  # a bounded memo, not a cache of every session ever seen
+            self._last.pop(next(iter(self._last)))
+        return turn
 
     async def _rerun(self, ctx: MemoryContext, turn: Turn) -> CaptureResult:
         """The first capture's result; a turn a crash left pending is observed now."""

@@ -336,6 +336,13 @@ def _sessions(p: HistoryProgress | None) -> str | None:
     return None if p is None else f"{p.conversations_done}/{p.conversations_total} conversations"
 
 
+def _progress_bar(turns: int) -> Any:
+    """Turns done on stderr (stdout stays the report); redrawn at each report, a session's end too."""
+    return click.progressbar(
+        length=max(turns, 1), label="turns", item_show_func=_sessions, file=sys.stderr, update_min_steps=0
+    )
+
+
 @cli.command("import-history")
 @_for_user(by_id=False)
 @click.argument("file", type=click.File(encoding="utf-8"))
@@ -357,8 +364,7 @@ def import_history(who: MemoryContext, file: IO[str], concurrency: int, model: s
 
         def progress(p: HistoryProgress) -> None:
             if not bars:
-                bar = click.progressbar(length=max(p.turns_total, 1), label="turns", item_show_func=_sessions)
-                bars.append(stack.enter_context(bar))
+                bars.append(stack.enter_context(_progress_bar(p.turns_total)))
             bars[0].update(p.turns_done - bars[0].pos, current_item=p)
 
         report = _run(mem.import_conversations(who, conversations, concurrency=concurrency, on_progress=progress))

@@ -11,7 +11,7 @@ Everything tiermem raises on purpose derives from :class:`TiermemError`::
     ├── StoreError                      the storage engine (LanceDB) failed
     │   ├── StoreMismatchError          written with another embedder, dimension or schema: use another store
     │   ├── StoreNotFoundError          a table, dataset or file of the store is missing
-    │   ├── StoreConflictError          a concurrent commit won the race: retry the write
+    │   ├── StoreConflictError          other writers kept winning the commit race, retries included
     │   └── StoreUnavailableError       the disk or object store could not be reached, read or written
     ├── EmbedderError                   a local embedder could not produce vectors
     └── ModelError                      a language-model (or litellm embedding) call failed
@@ -30,10 +30,10 @@ Everything tiermem raises on purpose derives from :class:`TiermemError`::
             └── ModelServerError            5xx: the provider failed (500, 502, 503)
 
 litellm's exceptions become these in one place, ``tiermem.memory._llm.map_model_error``; LanceDB's,
-pyarrow's and the OS's in ``tiermem.memory._store``. An exception of a type neither maps (a bug,
-ours or a library's) propagates unchanged instead of being disguised as "model failed" or
-"store failed". A plain :class:`ModelError` (neither permanent nor transient) is retried like a
-transient one.
+pyarrow's and the OS's in ``tiermem.memory._store`` (their kinds told apart in ``_store_errors``).
+An exception of a type neither maps (a bug, ours or a library's) propagates unchanged instead of
+being disguised as "model failed" or "store failed". A plain :class:`ModelError` (neither
+permanent nor transient) is retried like a transient one.
 """
 
 from __future__ import annotations
@@ -110,7 +110,10 @@ class StoreNotFoundError(StoreError):
 
 
 class StoreConflictError(StoreError):
-    """Another writer committed a conflicting change first; the write can be retried."""
+    """Other writers kept committing first: the store retried the write with backoff and gave up.
+
+    Raised only after those retries (see ``CommitRetry``); the write may still succeed later.
+    """
 
 
 class StoreUnavailableError(StoreError):

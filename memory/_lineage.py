@@ -37,7 +37,7 @@ Scalar: TypeAlias = str | int | float | bool | None
 OPERATORS = ("eq", "in", "contains")
 _MAX_KEYS = 32
 _MAX_CHOICES = 1000
-_CACHED_USERS = 64  # per table: the lineage of the users recalled most recently
+_CACHED = 64  # lineage indexes (a user's turns, facts, ...) kept, the most recently read
 _CACHED_FILTERS = 256  # filters' matches, until a table they read changes
 _UNSET = object()
 
@@ -166,7 +166,7 @@ class Lineage:
         with self._lock:
             self._cache[key] = (version, value)
             self._cache.move_to_end(key)
-            while len(self._cache) > _CACHED_USERS * 8:
+            while len(self._cache) > _CACHED:
                 self._cache.popitem(last=False)
         return value
 
@@ -227,6 +227,8 @@ class Lineage:
         with self._lock:
             self._cache[key] = (version, rows)
             self._cache.move_to_end(key)
+            while len(self._cache) > _CACHED:
+                self._cache.popitem(last=False)
         return rows
 
     def matching(

@@ -30,6 +30,8 @@ class CaptureResult(_Deferral):
     deferred: bool = False
     duplicate: bool = False
     """The capture was a rerun: the turn was journaled before (same idempotency key); nothing was added."""
+    queued: bool = False
+    """Journaled and queued for observation in the background (``capture(..., background=True)``)."""
     error: str | None = None
     exception: ModelError | EmbedderError | None = None
 

@@ -176,6 +176,7 @@ class Search:
                 )
         self._mark_past(ctx, query_vector, now, found, canon, allowed if "semantic" in chosen else {})
         named = named_subjects(cue, aliases)
+        # Not under ``where``: a graph neighbour is linked to the cue, not to the turns the filter chose.
         if self.relations.options is not None and canon is None and "semantic" in chosen and where is None:
             self._expand_through_graph(ctx, query_vector, named, now, found)
         return rank(

@@ -102,14 +102,16 @@ class Sessions:
         for turn in [t for t in turns if t.status == "pending" and not blocked(t, config)]:
             await self.capture.observe(ctx, turn)  # one more chance before the session closes
         turns = await run_blocking(self.tiers.session_turns, ctx, sid)
-        observed = [t for t in turns if t.status == "observed"]
         eid = episode_id(ctx, session_id=sid)
         existing = await run_blocking(self.tiers.episode, ctx, eid)
-        if (
-            existing
-            and existing.status not in ("failed", "expired")
-            and set(existing.provenance) >= {t.id for t in observed}
-        ):
+        if existing is not None and existing.status == "expired":
+            # The janitor expired this session and kept only turns live facts cite: never re-encode those.
+            turns = [t for t in turns if t.id not in set(existing.provenance)]
+            if not turns:
+                return SessionResult(episode=None)
+        observed = [t for t in turns if t.status == "observed"]
+        encoded = existing is not None and existing.status not in ("failed", "expired")
+        if existing is not None and encoded and set(existing.provenance) >= {t.id for t in observed}:
             await run_blocking(self._close, ctx, self.clock.now())  # a crash may have left them open
             return SessionResult(episode=existing)  # encoded and nothing new since
         now = record_time(self.clock, observed or turns)

@@ -22,6 +22,7 @@ from typing import Any, Concatenate, Never, ParamSpec, TypeVar
 
 from tiermem.pipelines import LLMStages, RulesStages, StageModel
 
+from ._background import BackgroundObserver
 from ._blocking import Blocking, run_blocking
 from ._capability import MemoryCapability, create_memory_capability
 from ._capture import Capture
@@ -45,7 +46,7 @@ from ._options import (
     reject_unknown,
 )
 from ._portability import ImportReport, Source
-from ._records import Episode, Fact, MemoryContext
+from ._records import Episode, Fact, MemoryContext, Turn
 from ._results import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult
 from ._retries import RetryPolicy, blocked, due, model_config
 from ._sessions import Sessions, holder_id
@@ -135,6 +136,7 @@ class MemorySystem:
             capability=capability, stages=stages, clock=capability.clock, leases=self.leases, holder=self.holder,
             retries=self.retries,
         )  # fmt: skip
+        self._background = BackgroundObserver(self._observe_queued)
         self._scheduler: Any = None
         self.erasure = Erasure(capability.governance, rewrite_digest=self.digest)  # forget rewrites the digest
 
@@ -253,6 +255,7 @@ class MemorySystem:
         metadata: Mapping[str, Any] | None = None,
         at: datetime | None = None,
         idempotency_key: str | None = None,
+        background: bool = False,
     ) -> CaptureResult:
         """After each turn: journal it exactly once, then observe it (one model call). Never loses the turn.
 
@@ -263,8 +266,34 @@ class MemorySystem:
         ``idempotency_key``: names the turn, so a rerun returns the first result (``duplicate=True``)
         instead of a second turn. Without one the key is derived from the messages and ``at`` (or,
         without ``at``, a 10-minute window: the same messages twice in one session within it are one turn).
+        ``background``: return once the turn is journaled (``queued=True``) and observe it in a bounded
+        in-process queue, off the agent's response path; ``flush()`` waits for the queue, ``aclose()``
+        drains it on shutdown, and a turn queued when the process dies is observed by ``retry_pending()``.
         """
-        return await self._capture.capture(ctx, messages, metadata=metadata, at=at, idempotency_key=idempotency_key)
+        if not isinstance(background, bool):
+            raise InvalidArgumentError(f"background must be a bool, not {type(background).__name__}")
+        queue = self._background if background else None
+        return await self._capture.capture(
+            ctx, messages, metadata=metadata, at=at, idempotency_key=idempotency_key, background=queue
+        )
+
+    async def _observe_queued(self, ctx: MemoryContext, turn: Turn) -> CaptureResult:
+        async with self._capture.locks.session(ctx):
+            return await self._capture.observe(ctx, turn)
+
+    async def flush(self) -> None:
+        """Wait until every turn captured with ``background=True`` is observed (or deferred with its error)."""
+        await self._background.drain()
+
+    async def aclose(self) -> None:
+        """Drain the background queue and stop its tasks (call on shutdown; ``async with`` does it)."""
+        await self._background.close()
+
+    async def __aenter__(self) -> MemorySystem:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def import_conversations(
         self,
@@ -449,6 +478,7 @@ def system(
     timeout: float = 60.0,
     num_retries: int = 2,
     validation_retries: int = 2,
+    max_input_tokens: int | None = None,
     keep_roles: Collection[str] = DEFAULT_KEEP_ROLES,
     store: str | Path | Store | None = None,
     storage_options: Mapping[str, str] | None = None,
@@ -470,6 +500,8 @@ def system(
 
     ``model``: any litellm model string, ``"rules"`` for the offline rules model, or a StageModel.
     With none, ``$TIERMEM_MODEL`` or a provider key picks a model; otherwise the rules model runs.
+    ``max_input_tokens``: the model's input window when litellm does not know it (or knows it wrong);
+    every stage fits its prompt inside it.
     ``keep_roles``: which roles of a captured transcript the turn log keeps (default: what people
     said, ``{"user", "assistant"}``; add ``"system"``, ``"developer"`` or ``"tool"`` to keep more).
     The other options are those of :func:`create_memory_capability`; an unknown keyword raises
@@ -481,7 +513,9 @@ def system(
     for name, retries in (("num_retries", num_retries), ("validation_retries", validation_retries)):
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigurationError(f"{name} must be an int >= 0, not {retries!r}")
-    llm_options = {"timeout": timeout, "num_retries": num_retries, "validation_retries": validation_retries}
+    llm_options: dict[str, Any] = {"timeout": timeout, "num_retries": num_retries, "validation_retries": validation_retries}
+    if max_input_tokens is not None:
+        llm_options["max_input_tokens"] = max_input_tokens
     stages = _stages(model, llm_options)
     capability = create_memory_capability(
         store=store, storage_options=storage_options, embedder=embedder, embedder_dimensions=embedder_dimensions,

@@ -29,9 +29,20 @@ SAID = [
     "My brother Tom lives in Berlin. I work at Acme Corp.",
 ]
 SECRET = "The vault code is 4711."
+HISTORY = [
+    {"session_id": "2024-05-02", "turns": [
+        {"at": "2024-05-02T10:00:00+00:00", "messages": [
+            {"role": "user", "content": "My wife Moni loves hiking."}, {"role": "assistant", "content": "Nice!"},
+        ]},
+        {"at": "2024-05-02T10:05:00+00:00", "messages": [{"role": "user", "content": "I am allergic to peanuts."}]},
+    ]},
+    {"session_id": "2024-06-10", "turns": [
+        {"at": "2024-06-10T09:00:00+00:00", "messages": [{"role": "user", "content": "I work at Acme Corp."}]},
+    ]},
+]  # fmt: skip
 COMMANDS = [
     "users", "show", "search", "get", "history", "stats", "graph", "forget", "erase", "pin", "unpin",
-    "export", "import", "demo", "worker", "mcp", "reembed",
+    "export", "import", "import-history", "demo", "worker", "mcp", "reembed",
 ]  # fmt: skip
 
 
@@ -249,6 +260,19 @@ def test_export_import_round_trip(filled: Path, tmp_path: Path) -> None:
     assert ok("export", "u-1", "--store", fresh).stdout.splitlines()[1:] == lines[1:]
 
 
+def test_import_history_dates_memories_by_the_history(tmp_path: Path) -> None:
+    history = tmp_path / "history.json"
+    history.write_text(json.dumps(HISTORY))
+    fresh = ["--store", str(tmp_path / "fresh"), "--embedder", "hashing"]
+    report = as_json(*fresh, "import-history", "u-1", str(history), "--model", "rules")
+    assert (report["conversations"], report["turns"], report["episodes"], report["errors"]) == (2, 3, 2, [])
+    remembered = as_json(*fresh, "show", "u-1", "--tier", "episodic", "--tier", "semantic")
+    assert {i["tier"] for i in remembered} == {"episodic", "semantic"}
+    assert all(i["created_at"].startswith("2024-") for i in remembered)
+    again = as_json(*fresh, "import-history", "u-1", str(history), "--model", "rules")
+    assert again["duplicates"] == 3  # a rerun (after a crash) skips what is in
+
+
 # -- errors ------------------------------------------------------------------------------------
 
 
@@ -263,12 +287,27 @@ def test_export_import_round_trip(filled: Path, tmp_path: Path) -> None:
         (["show", "bad\u0007user"], 2, "control characters"),
         (["export", "u-1", "-o", "{tmp}/no/such/folder/u-1.jsonl"], 1, "tiermem: error:"),
         (["erase", "u-1"], 1, "tiermem: error: erase deletes all of 'u-1' in 'default' for good; add --yes"),
+        (["import-history", "u-1", "{tmp}/not.json"], 1, "not.json is not JSON"),
+        (["import-history", "u-1", "{tmp}/bad.json"], 1, "conversation 0: session_id must be a non-empty string"),
     ],
-    ids=["unknown-id", "missing-import-file", "bad-limit", "bad-tier", "no-user", "bad-user-id", "unwritable", "erase"],
+    ids=[
+        "unknown-id",
+        "missing-import-file",
+        "bad-limit",
+        "bad-tier",
+        "no-user",
+        "bad-user-id",
+        "unwritable",
+        "erase",
+        "history-not-json",
+        "history-bad-conversation",
+    ],
 )
 def test_bad_input_exits_non_zero_with_a_message(
     filled: Path, tmp_path: Path, args: list[str], code: int, message: str
 ) -> None:
+    (tmp_path / "not.json").write_text("{not json")
+    (tmp_path / "bad.json").write_text('[{"session_id": 1, "turns": []}]')
     result = run("--store", str(filled), *(a.format(tmp=tmp_path) for a in args))
     assert result.exit_code == code
     assert message in result.stderr

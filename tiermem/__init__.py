@@ -52,6 +52,7 @@ from .memory._errors import (
     SyncInEventLoopError,
     TiermemError,
 )
+from .memory._feedback import FeedbackReport, RecallResult
 from .memory._governance import MemoryPage, MemoryStats, MemoryVersion
 from .memory._options import (
     MEMORY_CAPABILITY_PRESETS,
@@ -137,6 +138,7 @@ __all__ = [
     "ErrorKind",
     "ExportReport",
     "Fact",
+    "FeedbackReport",
     "ForgetReport",
     "HashingEmbedder",
     "HistoryProgress",
@@ -176,6 +178,7 @@ __all__ = [
     "RankedMemoryItem",
     "RecallArguments",
     "RecallOptions",
+    "RecallResult",
     "RelationsOptions",
     "RetryReport",
     "SemanticOptions",

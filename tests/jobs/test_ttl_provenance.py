@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from tiermem import MemoryContext, MemorySystem, Turn, system
+from tiermem import Edge, MemoryContext, MemorySystem, Turn, system
 from tiermem.jobs import close_idle_sessions, run_janitor
+from tiermem.memory._identity import edge_id
 from tiermem.memory._store import Where
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
@@ -153,3 +154,20 @@ async def test_dry_run_counts_what_the_run_does(mem: MemorySystem) -> None:
     real = await run_janitor(mem)
     fields = ("episodes_expired", "turns_kept", "turns_removed", "citations_rewritten")
     assert [getattr(dry, f) for f in fields] == [getattr(real, f) for f in fields]
+
+
+async def test_a_current_edge_without_support_keeps_the_turns_it_cites(mem: MemorySystem) -> None:
+    (small_talk,) = [t for t in _rows(mem, "turns") if "Hi!" in t.text]
+    legacy = Edge(
+        id=edge_id(BASE, source="user", relation="knows", target="moni"), namespace=BASE.namespace,
+        user_id=BASE.user_id, source="user", relation="knows", target="moni", created_at=FIRST, updated_at=FIRST,
+        provenance=(small_talk.id,),
+    )  # fmt: skip  # stored before support sets: its turns are its only evidence
+    mem.relations.put_edges(BASE, [legacy])
+
+    report = await run_janitor(mem)
+
+    assert report.turns_kept == 2
+    assert small_talk.id in {t.id for t in _rows(mem, "turns")}
+    assert [e.provenance for e in _rows(mem, "edges") if e.id == legacy.id] == [(small_talk.id,)]
+    assert_nothing_dangles(mem)

@@ -273,3 +273,30 @@ def test_two_processes_capturing_into_one_session_lose_nothing(store_path: str, 
     assert len(turns) == 2 * n and len({t.id for t in turns}) == 2 * n
     assert len({t.seq for t in turns}) == 2 * n  # sequence numbers unique across processes
     assert {t.status for t in turns} == {"observed"}
+
+
+# -- capture off the response path ----------------------------------------------------------------
+
+
+async def test_background_capture_returns_after_the_journal_and_observes_later(
+    build: Builder, ctx: MemoryContext
+) -> None:
+    mem = build(stage_model(latency=0.05))
+    results = [await mem.capture(ctx, messages_of(f"I planted {n} tulips."), background=True) for n in range(5)]
+    assert all(r.queued and r.turn.status == "pending" and not r.entries for r in results)
+    assert len(_rows(mem, "turns", ctx)) == 5  # durable before any observation
+    await mem.flush()
+    assert {t.status for t in _rows(mem, "turns", ctx)} == {"observed"}
+    assert len(_rows(mem, "working", ctx)) == 5
+    await mem.aclose()
+
+
+async def test_turns_queued_when_the_process_dies_are_observed_by_retry_pending(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext
+) -> None:
+    gone = system(model=stage_model(latency=5.0).model, store=store_path, embedder=embedder, clock=clock)
+    await gone.capture(ctx, messages_of("I keep bees."), background=True)
+    # the process dies here: the queue is lost, the journal is not
+    mem = system(model="rules", store=store_path, embedder=embedder, clock=clock)
+    assert (await mem.retry_pending()).turns_ok == 1
+    assert {t.status for t in _rows(mem, "turns", ctx)} == {"observed"}

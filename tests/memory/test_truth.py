@@ -256,9 +256,8 @@ async def test_a_fact_written_with_the_semantic_tier_off_is_refused(
 ) -> None:
     from tiermem import ConfigurationError
 
-    mem = system(model="rules", store=str(tmp_path / "store"), embedder=HashingEmbedder(256), clock=clock, semantic=False)
+    store = str(tmp_path / "store")
+    mem = system(model="rules", store=store, embedder=HashingEmbedder(256), clock=clock, semantic=False)
     with pytest.raises(ConfigurationError, match="semantic tier is off"):
         await write(mem)
     assert mem.store.count("facts") == 0
-    with pytest.raises(ConfigurationError, match="semantic tier is off"):
-        mem.blocking().remember(BASE, "I am allergic to peanuts.")

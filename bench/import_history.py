@@ -1,0 +1,588 @@
+"""Bulk import throughput: ``import_conversations`` over a real history (issue 13 item 5, issue 15 item 2).
+
+Workload: the first LoCoMo development conversation (``../shared/data/locomo-dev.json``, ``conv-26``): its
+sessions in order, each LoCoMo turn one captured turn (``{"role": "user", "name": speaker, "content": text}``,
+dated by the session's date plus 30 s per turn), the first speaker aliased to the user as in
+``bench/locomo.py``. Every run starts from an empty LanceDB store in a temporary folder.
+
+Configurations, interleaved run by run (``--runs``, default 3; medians reported):
+
+- ``journal per turn`` (baseline): the journal write of ``capture`` alone, ``tiers.journal(turn)`` per turn
+  (embed one turn, insert it if its id is absent) in a worker thread; the journal-only figure of
+  ``bench/capture.py``, on these turns.
+- ``journal batched`` (floor): one ``store.insert("turns", ...)`` per session with the session's turns
+  embedded in one ``embed`` call: what the journal step of a bulk import costs when batched.
+- ``rules c1`` / ``rules c8``: ``import_conversations(ctx, history, concurrency=1 | 8)`` with the offline
+  rules model (captures with ``at=``, ``end_session`` per session, then ``consolidate`` + ``digest``).
+- ``fake 200ms c1`` / ``fake 200ms c8``: the same with ``FunctionModel(latency=0.2)`` through real litellm,
+  answering every stage validly (one observation per message, the episode from its entries, one fact per
+  episode sentence, the digest from the facts).
+
+``turns/s`` is end to end: the whole ``import_conversations`` call (or the whole journal loop) over the
+history's turns. ``capture p50`` is the median time of one ``capture`` call inside the import (timed by
+wrapping the system's ``capture``; at concurrency 8 it includes waiting for the other sessions).
+``--profile`` also runs one ``rules c1`` import under cProfile (the event loop's thread and every worker
+thread) and reports where the time goes.
+
+Usage (from the repo root):
+    python bench/import_history.py             # full run: conv-26, 19 sessions, 3 runs -> bench/RESULTS-import.md
+    python bench/import_history.py --quick     # smoke run: 3 sessions, 1 run; prints only
+    python bench/import_history.py --profile   # + a cProfile of one rules-model import
+    python bench/import_history.py --embedder hashing --configs journal,rules --out /tmp/import-hashing.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import cProfile
+import os
+import platform
+import pstats
+import re
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch litellm's cost map
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from _locomo_data import Conversation as LocomoConversation
+from _locomo_data import load
+from _machine import cpu_name, package_version
+
+from tiermem import Embedder, HashingEmbedder, MemoryContext, Turn, system
+from tiermem.memory._capture import _speaker
+from tiermem.memory._embedders import resolve_embedder
+from tiermem.memory._identity import turn_id
+from tiermem.memory._records import Message
+from tiermem.memory._system import MemorySystem
+from tiermem.memory._tiers import embedded_text
+from tiermem.memory.testing import FunctionModel, StageCall, forbid_real_model_requests
+from tiermem.prompts import consolidate, digest, encode_episode, observe
+
+forbid_real_model_requests()  # a benchmark never reaches a real provider
+warnings.filterwarnings("ignore", message=r"Items? .* `ReadOnly` qualifier")  # litellm import-time noise
+
+NAMESPACE = "bench"
+USER = "u-import"
+STAGES = ("observe", "encode_episode", "consolidate", "digest")
+FAKE_LATENCY = 0.2
+TURN_STEP = timedelta(seconds=30)
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
+ANALYSIS = "<!-- analysis: written by hand, kept when the bench rewrites the tables above -->"
+AIM_RULES_TPS = 200.0
+AIM_FAKE_C8_TPS = 30.0
+CONFIGS = ("journal per turn", "journal batched", "rules c1", "rules c8", "fake 200ms c1", "fake 200ms c8")
+PACKAGES = ("lancedb", "litellm", "pyarrow", "onnxruntime", "pydantic")
+GROUPS = {"journal": CONFIGS[:2], "rules": CONFIGS[2:4], "fake": CONFIGS[4:]}
+
+
+# -- workload -----------------------------------------------------------------------------------
+
+
+def history(conv: LocomoConversation, sessions: int | None) -> list[dict[str, Any]]:
+    """The conversation as ``import_conversations`` input: one dict per session, turns dated."""
+    return [
+        {
+            "session_id": f"session_{s.number}",
+            "turns": [
+                {"at": s.when + i * TURN_STEP, "messages": [{"role": "user", "name": t.speaker, "content": t.text}]}
+                for i, t in enumerate(s.turns)
+            ],
+        }
+        for s in conv.sessions[:sessions]
+    ]
+
+
+def fake_answer(messages: list[dict[str, Any]], call: StageCall[Any, Any]) -> dict[str, Any]:
+    """A valid, content-preserving answer to whichever stage is asked, from its typed input.
+
+    Every message is observed (LoCoMo turns are named speakers, so ``tests/fakes.py``'s "user messages
+    only" would observe nothing), all filed under "user".
+    """
+    inputs = call.inputs
+    if isinstance(inputs, observe.Input):
+        said = [m.content for m in inputs.messages if m.content]
+        return {"observations": [{"subject": "user", "kind": "fact", "text": s[:500], "salience": 0.6} for s in said]}
+    if isinstance(inputs, encode_episode.Input):
+        seen = [e.text for e in inputs.entries]
+        return {"summary": " ".join(seen)[:3900] or "The user chatted.", "subjects": ["user"], "salience": 0.6}
+    if isinstance(inputs, consolidate.Input):
+        sentences = [s for e in inputs.episodes for s in re.split(r"(?<=[.!?])\s+", e.summary) if s.strip()]
+        return {"operations": [{"op": "add", "subject": "user", "text": s} for s in sentences[:100]], "edges": []}
+    if isinstance(inputs, digest.Input):
+        return {"text": " ".join(f.text for f in inputs.facts[:8]) or "The user has no facts yet."}
+    return {"merges": []}
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    """One configuration, one run."""
+
+    turns: int
+    seconds: float
+    capture_latencies: list[float] = field(default_factory=list)
+    phase_s: dict[str, float] = field(default_factory=dict)
+    usage: dict[str, dict[str, float]] = field(default_factory=dict)
+    deferred: int = 0
+    episodes: int = 0
+    facts: int = 0
+
+    @property
+    def tps(self) -> float:
+        return self.turns / self.seconds
+
+    def per_turn(self, stage: str | None, key: str) -> float:
+        stages = [stage] if stage else list(self.usage)
+        return sum(self.usage.get(s, {}).get(key, 0.0) for s in stages) / self.turns
+
+
+def _turns(mem: MemorySystem, ctx: MemoryContext, session: dict[str, Any]) -> list[Turn]:
+    sid = session["session_id"]
+    aliases = mem.tiers.aliases(ctx)
+    out = []
+    for seq, raw in enumerate(session["turns"]):
+        msgs = tuple(Message(**m) for m in raw["messages"])
+        out.append(
+            Turn(
+                id=turn_id(ctx, session_id=sid, key=f"bench-{seq}"),
+                key=f"bench-{seq}",
+                namespace=ctx.namespace,
+                user_id=ctx.user_id,
+                session_id=sid,
+                seq=seq,
+                messages=msgs,
+                subject=_speaker(msgs, aliases),
+                created_at=raw["at"],
+                dated=True,
+            )
+        )
+    return out
+
+
+def _timed(result: RunResult, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with its wall time added to ``result.phase_s[phase]`` (and each capture's latency kept)."""
+
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            took = time.perf_counter() - started
+            result.phase_s[phase] = result.phase_s.get(phase, 0.0) + took
+            if phase == "capture":
+                result.capture_latencies.append(took)
+
+    return wrapper
+
+
+async def run_once(
+    config: str, hist: list[dict[str, Any]], speaker: str, embedder: Embedder, folder: Path
+) -> RunResult:
+    model: Any = "rules"
+    if config.startswith("fake"):
+        model = FunctionModel(function=fake_answer, latency=FAKE_LATENCY).model
+    mem: MemorySystem = system(model=model, store=str(folder), embedder=embedder, semantic={"relations": True})
+    ctx = MemoryContext(namespace=NAMESPACE, user_id=USER)
+    await mem.add_alias(ctx, speaker)
+    total = sum(len(s["turns"]) for s in hist)
+    result = RunResult(turns=total, seconds=0.0)
+    if config.startswith("journal"):
+        batches = [_turns(mem, ctx.model_copy(update={"session_id": s["session_id"]}), s) for s in hist]
+        started = time.perf_counter()
+        for turns in batches:
+            if config == "journal per turn":
+                for turn in turns:
+                    t0 = time.perf_counter()
+                    await asyncio.to_thread(mem.tiers.journal, turn)
+                    result.capture_latencies.append(time.perf_counter() - t0)
+            else:
+                vectors = await asyncio.to_thread(mem.tiers.embed, [embedded_text(t) for t in turns])
+                await asyncio.to_thread(mem.store.insert, "turns", turns, vectors)
+        result.seconds = time.perf_counter() - started
+        return result
+    # Instance attributes shadow the methods: import_conversations calls them through ``self``.
+    for phase in ("capture", "end_session", "consolidate", "digest"):
+        setattr(mem, phase, _timed(result, phase, getattr(mem, phase)))
+    concurrency = int(config.rsplit("c", 1)[1])
+    started = time.perf_counter()
+    report = await mem.import_conversations(ctx, hist, concurrency=concurrency)
+    result.seconds = time.perf_counter() - started
+    result.deferred = report.deferred
+    result.episodes = report.episodes
+    result.usage = mem.usage()
+    result.facts = mem.store.count("facts")
+    if report.errors:
+        print(f"  {config}: errors {report.errors}", file=sys.stderr)
+    return result
+
+
+def run_all(
+    hist: list[dict[str, Any]], speaker: str, runs: int, embedder: Embedder, configs: Sequence[str]
+) -> dict[str, list[RunResult]]:
+    out: dict[str, list[RunResult]] = {c: [] for c in configs}
+    root = Path(tempfile.mkdtemp(prefix="tiermem-bench-import-"))
+    try:
+        for run in range(runs):
+            for config in configs:  # interleaved, so drifting machine load hits every config alike
+                folder = root / f"{config.replace(' ', '-')}-{run}"
+                result = asyncio.run(run_once(config, hist, speaker, embedder, folder))
+                out[config].append(result)
+                print(
+                    f"  run {run + 1}/{runs} {config:<17} {result.tps:7.1f} turns/s ({result.seconds:.1f} s),"
+                    f" deferred {result.deferred}",
+                    file=sys.stderr,
+                )
+                shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+# -- profile ------------------------------------------------------------------------------------
+
+
+class _ProfiledExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The loop's default executor (``asyncio.to_thread``), each worker thread under its own cProfile."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=min(32, (os.cpu_count() or 1) + 4))
+        self.profiles: list[cProfile.Profile] = []
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    def _profile(self) -> cProfile.Profile:
+        prof: cProfile.Profile | None = getattr(self._local, "prof", None)
+        if prof is None:
+            prof = self._local.prof = cProfile.Profile()
+            with self._lock:
+                self.profiles.append(prof)
+        return prof
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        def profiled() -> Any:
+            prof = self._profile()
+            prof.enable()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                prof.disable()
+
+        return super().submit(profiled)
+
+
+# Where the time goes: each group is the cumulative time of its entry points (disjoint by construction:
+# the store never embeds, the embedder never touches the store, the rules never do either).
+PROFILE_GROUPS: dict[str, list[tuple[str, str]]] = {
+    "embedding (embedder.embed)": [("_embedders.py", "embed")],
+    "LanceDB commits (Store._write, delete, dedupe, compaction)": [
+        ("_store.py", "_write"),
+        ("_store.py", "delete"),
+        ("_store.py", "dedupe"),
+    ],
+    "reads (Store.query, get, count, column_values, keys, counts, searches)": [
+        ("_store.py", n)
+        for n in ("query", "get", "count", "column_values", "keys", "counts", "vector_search", "text_search", "scopes")
+    ],
+    "model / rules (StageModel.run)": [("_model.py", "run")],
+}
+
+
+def profile_import(hist: list[dict[str, Any]], speaker: str, embedder: Embedder) -> str:
+    """One ``rules c1`` import under cProfile; a markdown section."""
+    folder = Path(tempfile.mkdtemp(prefix="tiermem-bench-import-profile-"))
+    executor = _ProfiledExecutor()
+    main = cProfile.Profile()
+    turns = sum(len(s["turns"]) for s in hist)
+
+    async def go() -> tuple[float, float]:
+        asyncio.get_running_loop().set_default_executor(executor)
+        mem = system(model="rules", store=str(folder), embedder=embedder, semantic={"relations": True})
+        ctx = MemoryContext(namespace=NAMESPACE, user_id=USER)
+        await mem.add_alias(ctx, speaker)
+        started, cpu_started = time.perf_counter(), time.process_time()
+        main.enable()
+        try:
+            await mem.import_conversations(ctx, hist, concurrency=1)
+        finally:
+            main.disable()
+        return time.perf_counter() - started, time.process_time() - cpu_started
+
+    try:
+        wall, cpu = asyncio.run(go())
+    finally:
+        executor.shutdown(wait=True)
+        shutil.rmtree(folder, ignore_errors=True)
+    stats = pstats.Stats(main)
+    for prof in executor.profiles:
+        stats.add(prof)
+    raw: dict[tuple[str, int, str], tuple[int, int, float, float, Any]] = stats.stats  # type: ignore[attr-defined]
+
+    def cum(file: str, name: str) -> tuple[float, int]:
+        hits = [(v[3], v[1]) for (f, _, n), v in raw.items() if f.endswith(file) and n == name]
+        return sum(h[0] for h in hits), sum(h[1] for h in hits)
+
+    busy = sum(v[2] for v in raw.values())  # every thread's own time: CPU-ish work, excludes idle waits
+    lines = [
+        "## Profile: one `rules c1` import under cProfile",
+        "",
+        f"{turns} turns, {wall:.1f} s wall under the profiler ({turns / wall:.1f} turns/s; cProfile slows"
+        f" Python-heavy code, so shares matter, not the rate). Threads profiled: the event loop's and"
+        f" {len(executor.profiles)} worker threads; summed own time of all functions {busy:.1f} s.",
+        "",
+        "| group (entry points) | cumulative s | share of wall | ms / turn | calls / turn | ms / call |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    grouped = 0.0
+    for group, entries in PROFILE_GROUPS.items():
+        seconds = sum(cum(f, n)[0] for f, n in entries)
+        calls = sum(cum(f, n)[1] for f, n in entries)
+        grouped += seconds
+        lines.append(
+            f"| {group} | {seconds:.2f} | {seconds / wall:.0%} | {seconds / turns * 1000:.1f} | {calls / turns:.2f}"
+            f" | {seconds / max(calls, 1) * 1000:.1f} |"
+        )
+    other = wall - grouped
+    lines += [
+        f"| other (wall minus the groups: pydantic, event loop, thread hand-offs) | {other:.2f} | {other / wall:.0%}"
+        f" | {other / turns * 1000:.1f} | | |",
+        "",
+        "Group times are wall clock inside worker threads (a LanceDB call waits on LanceDB's own background loop,"
+        ' every thread waits for the GIL and for a CPU on a loaded machine), so they can overlap and "other" can'
+        f" come out negative. Process CPU time over the import: {cpu:.1f} s for {wall:.1f} s wall.",
+        "",
+        "Top 10 functions by cumulative time (tiermem code, LanceDB and the embedder; wrappers such as"
+        " `asyncio.to_thread`, the event loop, the thread pool, LanceDB's background loop and the commit retry"
+        " left out):",
+        "",
+        "| function | calls | calls / turn | cumulative s | share of wall | own s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    ours = re.compile(r"(/memory/|/pipelines/|/prompts/|lancedb|onnxruntime|tokenizers|_embedders)")
+    skip = {"import_conversations", "one", "wrapper", "run_blocking", "<module>", "_retry", "retry_conflicts"}
+    rows = sorted(
+        ((k, v) for k, v in raw.items() if ours.search(k[0]) and k[2] not in skip and "background_loop" not in k[0]),
+        key=lambda kv: -kv[1][3],
+    )
+    for (file, line, name), (_, calls, own, cumulative, _) in rows[:10]:
+        where = "/".join(Path(file).parts[-2:])
+        lines.append(
+            f"| `{where}:{line} {name}` | {calls} | {calls / turns:.2f} | {cumulative:.2f}"
+            f" | {cumulative / wall:.0%} | {own:.2f} |"
+        )
+    lines += ["", "Calls per turn of the store and embedder entry points:", ""]
+    counts = []
+    for file, name in [
+        ("_store.py", "_write"),
+        ("_store.py", "query"),
+        ("_store.py", "get"),
+        ("_store.py", "count"),
+        ("_store.py", "_after_write"),
+        ("_embedders.py", "embed"),
+        ("_tiers.py", "aliases"),
+        ("_tiers.py", "known_subjects"),
+        ("_tiers.py", "session_turns"),
+        ("_tiers.py", "working_memory"),
+    ]:
+        seconds, calls = cum(file, name)
+        counts.append(f"`{name}` {calls / turns:.2f} ({seconds / max(calls, 1) * 1000:.1f} ms each)")
+    lines.append("- " + "; ".join(counts) + ".")
+    return "\n".join(lines) + "\n"
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+def _median(results: Sequence[RunResult], value: Callable[[RunResult], float]) -> float:
+    return statistics.median(value(r) for r in results)
+
+
+def _pct(values: Sequence[float], q: int) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+def _embedder_label(embedder: Embedder) -> str:
+    if isinstance(embedder, HashingEmbedder):
+        return f"HashingEmbedder({embedder.dimensions}) (`--embedder hashing`)"
+    return f"the default embedder `{embedder.id}` ({embedder.dimensions} dims, `resolve_embedder(None)`)"
+
+
+def report(
+    results: dict[str, list[RunResult]],
+    *,
+    command: str,
+    args: argparse.Namespace,
+    embedder: Embedder,
+    sessions: int,
+    profile: str | None,
+) -> str:
+    runs = len(next(iter(results.values())))
+    turns = next(iter(results.values()))[0].turns
+    base = results.get("journal per turn")
+    base_tps = _median(base, lambda r: r.tps) if base else None
+    lines = [
+        f"Command: `{command}`",
+        "",
+        "# Bulk import benchmark",
+        "",
+        f"Workload: LoCoMo dev `conv-26`, {sessions} sessions, {turns} turns per run (each LoCoMo turn one captured"
+        " turn, dated by its session), imported with `import_conversations` (captures with `at=`, `end_session`"
+        " per session, then `consolidate` + `digest`). Fresh LanceDB store in a temporary folder per run;"
+        f" relations on. Medians of {runs} runs (configurations interleaved run by run).",
+        f"Embedder: {_embedder_label(embedder)}.",
+        "Baseline `journal per turn`: `tiers.journal(turn)` per turn (embed one turn, insert-if-absent), the journal"
+        " write of `capture`, in a worker thread; `journal batched`: one `store.insert` per session with the"
+        f" session's turns embedded in one call. `fake 200ms`: `FunctionModel(latency={FAKE_LATENCY})` through real"
+        " litellm, a valid answer for every stage. `cN`: `concurrency=N` sessions at a time.",
+        "",
+        "| configuration | turns/s (end to end) | x journal per turn | capture p50 ms | capture p95 ms"
+        " | model calls / turn | episodes | facts |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for config, rs in results.items():
+        tps = _median(rs, lambda r: r.tps)
+        ratio = f"{tps / base_tps:.2f}" if base_tps else "n/a"
+        timed = bool(rs[0].capture_latencies)
+        p50 = f"{_median(rs, lambda r: _pct(r.capture_latencies, 50)) * 1000:,.1f}" if timed else "n/a"
+        p95 = f"{_median(rs, lambda r: _pct(r.capture_latencies, 95)) * 1000:,.1f}" if timed else "n/a"
+        if config.startswith("journal"):
+            rest = "n/a | n/a | n/a"
+        else:
+            calls = _median(rs, lambda r: r.per_turn(None, "calls"))
+            rest = f"{calls:.2f} | {int(_median(rs, lambda r: r.episodes))} | {int(_median(rs, lambda r: r.facts))}"
+        lines.append(f"| {config} | {tps:,.1f} | {ratio} | {p50} | {p95} | {rest} |")
+    lines += [
+        "",
+        "`capture p50/p95` for the journal rows is the one journal write per turn; the batched journal has no"
+        " per-turn time. The rules model makes no model calls (its usage ledger stays empty).",
+        "",
+        "## Where the wall time of an import goes (median seconds per phase, summed over calls)",
+        "",
+        "| configuration | capture s | end_session s | consolidate s | digest s | wall s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for config, rs in results.items():
+        if config.startswith("journal"):
+            continue
+        cells = " | ".join(
+            f"{_median(rs, lambda r, p=p: r.phase_s.get(p, 0.0)):.1f}"  # type: ignore[misc]
+            for p in ("capture", "end_session", "consolidate", "digest")
+        )
+        lines.append(f"| {config} | {cells} | {_median(rs, lambda r: r.seconds):.1f} |")
+    lines += [
+        "",
+        "At concurrency 8 the phases overlap, so their sum exceeds the wall time.",
+    ]
+    fakes = [c for c in results if c.startswith("fake")]
+    if fakes:
+        lines += [
+            "",
+            "## Model calls per imported turn, per stage (fake model)",
+            "",
+            "| configuration | " + " | ".join(STAGES) + " | all | retries / turn | prompt tokens / turn |",
+            "| --- | " + " | ".join("---:" for _ in STAGES) + " | ---: | ---: | ---: |",
+        ]
+        for config in fakes:
+            rs = results[config]
+            cells = " | ".join(f"{_median(rs, lambda r, s=s: r.per_turn(s, 'calls')):.3f}" for s in STAGES)  # type: ignore[misc]
+            lines.append(
+                f"| {config} | {cells} | {_median(rs, lambda r: r.per_turn(None, 'calls')):.3f}"
+                f" | {_median(rs, lambda r: r.per_turn(None, 'retries')):.3f}"
+                f" | {_median(rs, lambda r: r.per_turn(None, 'prompt_tokens')):,.0f} |"
+            )
+    lines += ["", "## Aims (issue 15 item 2)", ""]
+    if "rules c1" in results or "rules c8" in results:
+        best = max(_median(results[c], lambda r: r.tps) for c in GROUPS["rules"] if c in results)
+        met = "MET" if best >= AIM_RULES_TPS else "NOT MET"
+        lines.append(f"- >= {AIM_RULES_TPS:.0f} turns/s end to end with the rules model: **{met}** ({best:,.1f}).")
+    if "fake 200ms c8" in results:
+        tps = _median(results["fake 200ms c8"], lambda r: r.tps)
+        met = "MET" if tps >= AIM_FAKE_C8_TPS else "NOT MET"
+        lines.append(
+            f"- >= {AIM_FAKE_C8_TPS:.0f} turns/s with a 200 ms model at concurrency 8: **{met}** ({tps:,.1f})."
+        )
+    deferred = sum(r.deferred for rs in results.values() for r in rs)
+    lines.append(f"- Turns or sessions deferred (model failures) across all runs: {deferred}.")
+    if profile:
+        lines += ["", profile.rstrip()]
+    lines += [
+        "",
+        "## Machine",
+        "",
+        f"- {cpu_name()}, {os.cpu_count()} cores, shared with other jobs while this ran;"
+        f" load average at start: {args.load_at_start}, at end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        f"- Python {platform.python_version()} on {platform.system()} {platform.release()}",
+        "- "
+        + ", ".join(f"{n} {package_version(n)}" for n in ("lancedb", "litellm", "pyarrow", "onnxruntime", "pydantic")),
+        "- Absolute turns/s move with the machine's load; ratios to the journal baseline of the same run and"
+        " calls per turn do not.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 sessions, 1 run, prints the report only")
+    parser.add_argument("--sessions", type=int, default=None, help="sessions of conv-26 to import (default all 19)")
+    parser.add_argument("--runs", type=int, default=None, help="runs per configuration (default 3, quick 1)")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON (default the dev split)")
+    parser.add_argument("--embedder", choices=["default", "hashing"], default="default")
+    parser.add_argument(
+        "--configs",
+        default="journal,rules,fake",
+        help="comma-separated groups or configurations: journal, rules, fake, or e.g. 'rules c1'",
+    )
+    parser.add_argument("--profile", action="store_true", help="also profile one rules c1 import")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="write the report here (full run: bench/RESULTS-import.md)"
+    )
+    args = parser.parse_args(argv)
+    args.runs = args.runs or (1 if args.quick else 3)
+    sessions = args.sessions or (3 if args.quick else None)
+    args.load_at_start = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    default_out = not (
+        args.quick or args.sessions or args.configs != "journal,rules,fake" or args.embedder != "default"
+    )
+    out = args.out or (Path(__file__).resolve().parent / "RESULTS-import.md" if default_out else None)
+    configs: list[str] = []
+    for part in (p.strip() for p in args.configs.split(",") if p.strip()):
+        chosen = GROUPS.get(part, (part,) if part in CONFIGS else None)
+        if chosen is None:
+            parser.error(f"unknown configuration {part!r}: one of {', '.join([*GROUPS, *CONFIGS])}")
+        configs += [c for c in chosen if c not in configs]
+    conv = load(args.data)[0]
+    hist = history(conv, sessions)
+    embedder = HashingEmbedder(256) if args.embedder == "hashing" else resolve_embedder(None)
+    command = shlex.join(["python", "bench/import_history.py", *(sys.argv[1:] if argv is None else argv)])
+    turns = sum(len(s["turns"]) for s in hist)
+    print(f"import benchmark: {len(hist)} sessions, {turns} turns, {args.runs} runs, {configs}", file=sys.stderr)
+    results = run_all(hist, conv.speaker_a, args.runs, embedder, configs)
+    profile = profile_import(hist, conv.speaker_a, embedder) if args.profile else None
+    text = report(results, command=command, args=args, embedder=embedder, sessions=len(hist), profile=profile)
+    print(text)
+    if out is not None:
+        kept = out.read_text().partition(ANALYSIS)[2] if out.exists() else ""
+        out.write_text(text + (f"\n{ANALYSIS}{kept}" if kept else ""))
+        print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
