@@ -143,7 +143,7 @@ def report(results: list[Timings], args: Any) -> str:
         f"`end_session` per session, then `consolidate`, `digest`, {args.recalls} recalls, one janitor run. "
         "S3: moto's server mode in a local process on 127.0.0.1 (no network round trip), reached by LanceDB "
         "with `storage_options` (`aws_endpoint`, `allow_http`).",
-        f"Machine: {cpu_name()}, {os.cpu_count()} cores (shared with other jobs while this ran); "
+        f"Machine: {cpu_name()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
         f"lancedb {package_version('lancedb')}, moto {package_version('moto')}.",
         "",
         head + " | " + " | ".join(f"{b} requests per op" for b in s3_backends) + " |",

@@ -33,10 +33,10 @@ from ._options import (
     SemanticOptions,
     WorkingOptions,
     reject_unknown,
-    resolve_tier,
 )
 from ._portability import Destination, ExportReport, Portability
 from ._recall import rank_without_cue
+from ._recorded import resolve_options
 from ._records import (
     Alias,
     Digest,
@@ -126,6 +126,8 @@ class MemoryCapability:
             lineage=self.lineage,
         )
         self.receipts = Receipts()
+        self.option_conflicts: list[str] = []
+        """Explicit options that differ from those recorded in the store (used here, reported, not recorded)."""
         self.portability = Portability(self.governance)
 
     @property
@@ -508,16 +510,17 @@ def create_memory_capability(
     storage_options: Mapping[str, str] | None = None,
     embedder: Embedder | str | None = None,
     embedder_dimensions: int | None = None,
-    working: bool | dict[str, Any] | WorkingOptions = True,
-    episodic: bool | dict[str, Any] | EpisodicOptions = True,
-    semantic: bool | dict[str, Any] | SemanticOptions = True,
-    digest: bool | dict[str, Any] | DigestOptions = True,
-    hygiene: bool | dict[str, Any] | HygieneOptions = True,
+    working: bool | dict[str, Any] | WorkingOptions | None = None,
+    episodic: bool | dict[str, Any] | EpisodicOptions | None = None,
+    semantic: bool | dict[str, Any] | SemanticOptions | None = None,
+    digest: bool | dict[str, Any] | DigestOptions | None = None,
+    hygiene: bool | dict[str, Any] | HygieneOptions | None = None,
     recall: dict[str, Any] | RecallOptions | None = None,
     preset: str | CapabilityPreset = "default",
     clock: Clock | None = None,
     max_context_tokens: int = 1000,
     token_counter: TokenCounter | None = None,
+    create: bool = True,
     **unknown: Never,
 ) -> MemoryCapability:
     """Build the read side over a store (a folder, ``s3://...`` or ``db://...``).
@@ -526,7 +529,10 @@ def create_memory_capability(
     ``aws_endpoint``, ``aws_access_key_id``, ``allow_http``); without them the ``AWS_*`` variables apply.
     ``embedder``: a name, a litellm model (+ ``embedder_dimensions``) or an :class:`Embedder`;
     ``working``, ``episodic``, ``semantic``, ``digest``, ``hygiene``: True / False / dict / options
-    model each; ``recall``: ranking weights; ``preset``: which tools and context sections.
+    model each; ``recall``: ranking weights; ``preset``: which tools and context sections. The options
+    a store was created with are recorded in it: one left unset (None) takes the recorded value (else
+    on / the defaults); an explicit one that differs is used here and reported in ``option_conflicts``.
+    ``create=False``: a read-only flow; a missing store raises StoreNotFoundError and nothing is created.
     An unknown keyword raises :class:`ConfigurationError` naming the closest valid one.
     """
     reject_unknown(create_memory_capability, unknown)
@@ -548,23 +554,28 @@ def create_memory_capability(
         opened = store
     elif store is None or isinstance(store, (str, Path)):
         uri = str(store) if store is not None else _default_store()
-        opened = Store(uri, embedder_id=emb.id, dimensions=emb.dimensions, storage_options=options)
+        opened = Store(uri, embedder_id=emb.id, dimensions=emb.dimensions, storage_options=options, create=create)
     else:
         raise ConfigurationError(f"store must be a path, a URI or a Store, not {type(store).__name__}")
+    given = {"working": working, "episodic": episodic, "semantic": semantic, "digest": digest, "hygiene": hygiene,
+             "recall": recall}  # fmt: skip
+    resolved = resolve_options(opened, given, record=create)
     tiers = Tiers(
         store=opened,
         embedder=emb,
         clock=clock or SystemClock(),
-        working=resolve_tier(working, WorkingOptions, "working"),
-        semantic=resolve_tier(semantic, SemanticOptions, "semantic"),
+        working=resolved.values["working"],
+        semantic=resolved.values["semantic"],
     )
-    return MemoryCapability(
+    capability = MemoryCapability(
         tiers=tiers,
-        episodic=resolve_tier(episodic, EpisodicOptions, "episodic"),
-        digest=resolve_tier(digest, DigestOptions, "digest"),
-        hygiene=resolve_tier(hygiene, HygieneOptions, "hygiene"),
-        recall_options=resolve_tier(recall or True, RecallOptions, "recall") or RecallOptions(),
+        episodic=resolved.values["episodic"],
+        digest=resolved.values["digest"],
+        hygiene=resolved.values["hygiene"],
+        recall_options=resolved.values["recall"] or RecallOptions(),
         preset=preset,
         max_context_tokens=max_context_tokens,
         token_counter=token_counter or approx_tokens,
     )
+    capability.option_conflicts = resolved.conflicts
+    return capability

@@ -195,6 +195,16 @@ class Store:
                 pa.Table.from_pylist([{"key": k, "value": v} for k, v in wanted.items()], schema=_META_SCHEMA)
             )
 
+    def meta(self) -> dict[str, str]:
+        """The store's meta table (schema version, embedder, recorded options)."""
+        with _engine_errors("read the meta table"):
+            return meta_values(self.uri, self._open("meta").to_arrow().to_pylist())
+
+    def record_meta(self, key: str, value: str) -> str:
+        """Record ``key`` once: the first writer's value stays (of two processes, one wins); returns the stored value."""
+        self._retry("record in the meta table", lambda: self._stamp_meta({key: value}))
+        return self.meta().get(key, value)
+
     def _set_meta(self, values: Mapping[str, str]) -> None:
         def write() -> None:
             with _engine_errors("update the meta table"):

@@ -274,16 +274,29 @@ def _same_attribute(new: str, old: str) -> bool:
     return prefix >= 3 and single and len(a) - prefix <= 8 and len(b) - prefix <= 8 and a != b
 
 
-def _operation(
+def _operations(
     subject: str, text: str, existing: Sequence[Fact], episode_id: str, confidence: float
-) -> consolidate_prompt.Operation:
+) -> list[consolidate_prompt.Operation]:
+    """The operations one sentence asks for: updates of the facts it changes, else add / reinforce / update."""
     same = [f for f in existing if f.subject == subject]  # never compare across subjects
-    change = supersession(text, same)  # before reinforcing: a long sentence may differ only in its value
-    if change is not None:
-        return consolidate_prompt.Operation(
-            op="update", subject=subject, text=change[1], target_id=change[0].id, confidence=confidence,
+    # Before reinforcing: a long sentence may differ from an old one only in its value.
+    changes, more = supersession(text, same)
+    ops = [
+        consolidate_prompt.Operation(
+            op="update", subject=subject, text=now, target_id=fact.id, confidence=confidence,
             source_episode_ids=[episode_id],
-        )  # fmt: skip
+        )
+        for fact, now in changes
+    ]  # fmt: skip
+    if ops and not more:
+        return ops  # the sentence said nothing but the changes
+    changed = {op.target_id for op in ops}
+    return [*ops, _operation(subject, text, [f for f in same if f.id not in changed], episode_id, confidence)]
+
+
+def _operation(
+    subject: str, text: str, same: Sequence[Fact], episode_id: str, confidence: float
+) -> consolidate_prompt.Operation:
     best = max(same, key=lambda f: jaccard(strip_apposition(text), strip_apposition(f.text)), default=None)
     if best is not None and jaccard(strip_apposition(text), strip_apposition(best.text)) >= 0.8:
         return consolidate_prompt.Operation(
@@ -297,6 +310,11 @@ def _operation(
     )  # fmt: skip
 
 
+def _restated(new: str, old: str) -> str | None:
+    """What holds now when ``new`` changes ``old``, both said in this batch and each saying one thing."""
+    return restated(new, old) if len(claims_of(new)) == len(claims_of(old)) == 1 else None
+
+
 def _merge(ops: list[consolidate_prompt.Operation], new: consolidate_prompt.Operation) -> None:
     """Append ``new`` to this call's operations, folding it into an earlier one that says the same."""
     for i, old in enumerate(ops):
@@ -304,7 +322,7 @@ def _merge(ops: list[consolidate_prompt.Operation], new: consolidate_prompt.Oper
         same_new = new.op == "add" and old.op in {"add", "update"} and old.subject == new.subject
         if same_target or (same_new and jaccard(new.text, old.text) >= 0.8):
             text = new.text if new.op == "update" else old.text
-        elif same_new and old.op == "add" and (now := restated(new.text, old.text)) is not None:
+        elif same_new and old.op == "add" and (now := _restated(new.text, old.text)) is not None:
             text = now  # a later episode changed a fact first seen in this batch ("moved from Berlin to Lisbon")
         elif same_new and old.op == "add" and _same_attribute(new.text, old.text):
             text = new.text
@@ -337,6 +355,17 @@ def _edges(sentence: str, subject: str, aliases: Mapping[str, str]) -> list[tupl
     return found
 
 
+def _places(ops: Sequence[consolidate_prompt.Operation], aliases: Mapping[str, str]) -> set[tuple[str, str, str]]:
+    """(subject, "lives in" / "works at", place) that the operations' texts state as current."""
+    return {
+        (op.subject, _PLACE_EDGES[c.attribute], target)
+        for op in ops
+        for c in claims_of(op.text)
+        if c.attribute in _PLACE_EDGES and c.role in {"state", "change"} and c.value
+        if (target := subject_of(c.value, aliases)) is not None
+    }
+
+
 def consolidate(inputs: consolidate_prompt.Input) -> consolidate_prompt.Output:
     """Fact operations (add / reinforce / update) per episode sentence, and edges when relations are on."""
     aliases = user_aliases(inputs.user_names)
@@ -359,8 +388,11 @@ def consolidate(inputs: consolidate_prompt.Input) -> consolidate_prompt.Output:
             edges.update((t, None) for t in found if vocabulary is None or t[1] in vocabulary)
             if (len(content_words(sentence)) >= 2 or claims_of(sentence)) and len(ops) < 100:
                 text = ensure_period(sentence)[:1000]
-                _merge(ops, _operation(subject, text, inputs.existing, episode.id, _confidence(text, episode.salience)))
-    out = [consolidate_prompt.EdgeOut(source=s, relation=r, target=t) for s, r, t in list(edges)[:100]]
+                for op in _operations(subject, text, inputs.existing, episode.id, _confidence(text, episode.salience)):
+                    _merge(ops, op)
+    stated = _places(ops, aliases)  # a home or job a later sentence of this batch changed is not an edge
+    kept = [t for t in edges if t[1] not in _PLACE_EDGES.values() or t in stated]
+    out = [consolidate_prompt.EdgeOut(source=s, relation=r, target=t) for s, r, t in kept[:100]]
     return consolidate_prompt.Output(operations=ops, edges=out)
 
 

@@ -3,8 +3,9 @@
 The consolidator's rules read each third-person episode sentence ("The user moved from Berlin to Lisbon
 last month.") and each existing fact of the same subject as a :class:`Claim`: an attribute, a value, and
 a role. A new claim that contradicts an existing fact of the same subject and attribute supersedes it (an
-``update`` operation) with a plain statement of what holds now, worded without the old value so that an
-edge the old fact supported can close ("The user lives in Lisbon (moved there last month).").
+``update`` operation) with a plain statement of what holds now. It names the old value only as ended
+("The user no longer works at Acme Corp."), so that an edge the old fact supported closes with it:
+"The user lives in Lisbon (moved there last month)." supersedes "The user lives in Berlin.".
 
 A sentence is read from its grammatical subject: "The user", "The user and others" (from "we") or a
 name ("Ana" once "Ana, the user's sister," is set aside). "The user's friend moved to Rome" states
@@ -13,10 +14,11 @@ nothing about the user's residence, and "The user used to live in Paris" states 
 ==========  ==========================================================  ====================================
 attribute   recognised (third person, after the observer's rewrite)     role
 ==========  ==========================================================  ====================================
-residence   lives / is living / is based in Y; lives in Y now           state
+residence   lives / is living / is based / has lived in Y; lives in Y   state
 residence   moved / relocated / moved back (from X) to Y; has moved     change
-residence   no longer lives in X; left X (only if X is the current      end
-            home)
+residence   no longer lives in X; left / moved away from / moved out    end
+            of X (only if X is the current home, and not "left X for
+            a weekend")
 employer    works / is working at|for Y; is employed at|by Y;           state
             is a <role> at|for Y
 employer    started (a new job / working) at|with Y; joined Y (not a    change
@@ -24,8 +26,8 @@ employer    started (a new job / working) at|with Y; joined Y (not a    change
             switched (jobs) to Y
 employer    quit (the user's job); resigned; retired; got / was         end
             fired, laid off, let go, sacked; lost the user's job; is
-            unemployed; no longer works at X; left X / quit X (only
-            if X is the current employer)
+            unemployed; no longer works at X; left / quit / stopped
+            working at X (only if X is the current employer)
 partner     is dating / seeing P; is in a relationship (with P); has    state
             a girlfriend / boyfriend / partner (named P); is single
 partner     got / is engaged (to P); got / is married (to P); married   change
@@ -36,6 +38,11 @@ count-of-X  has (got) N X (now); got / adopted / bought / had a second  state / 
             (third ...) X; got another X (one more than the fact)
 ==========  ==========================================================  ====================================
 
+Verbs are matched in any case ("I LEFT ACME CORP"); contractions arrive expanded by the observer
+("I'm" -> "is", "I've" -> "has", "we" -> "the user and others"); a leading "Big news:" is skipped; a
+sentence of several clauses about its subject ("..., and the user has two dogs") gives one claim per
+clause, and a fact that said several things keeps the clauses that did not change.
+
 Not recognised (an LLM consolidator would be needed): a change stated without its subject ("Moved to
 Lisbon!"); places and employers written in lower case ("moved to the countryside"); a home or job
 given as a description ("the user's flat is in Lisbon", "the user teaches at the local school");
@@ -43,7 +50,9 @@ relative phrases ("moved back home", "moved in with Tom"); counts inside lists (
 or with extra detail ("a dog named Rex"); births ("had a baby") as a count of kids; a relation word
 on facts about the other person ("Jake, the user's boyfriend, ...") after a break-up (a fact is never
 rewritten across subjects); a named third person who is neither known nor introduced by a relation
-("Tom moved to Denver" from a stranger is kept as the speaker's hearsay).
+("Tom moved to Denver" from a stranger is kept as the speaker's hearsay); a change and the fact it
+changes consolidated in one batch are folded into one fact only when each says one thing; lowercase
+names ("i moved to lisbon").
 """
 
 from __future__ import annotations
@@ -141,6 +150,8 @@ _KEYWORDS = frozenset(
 ) - {"new", "the", "de", "an"}
 _ADVERB = r"(?:now|just|recently|finally|also|currently|officially|actually|already|still|then|eventually)"
 _HEAD = re.compile(rf"^(?P<who>[Tt]he user|[A-Z][a-z]+(?: [A-Z][a-z]+)?)(?P<others> and others)?\s+(?:{_ADVERB},?\s+)*")
+# Where a sentence starts a new clause about its subject: "..., and the user has two dogs".
+_CLAUSES = re.compile(r"(?:\s*[,;]?\s+(?:and|but|while|so)\s+|\s*[,;]\s+)(?=the user\b(?!'s))", re.IGNORECASE)
 _APPOSITION = re.compile(r"^(?P<who>[A-Z][a-z]+(?: [A-Z][a-z]+)?, (?:[Tt]he user's|[A-Z][a-z]+'s) [^,]+,) ")
 _WHEN = re.compile(
     r"\b(?:last (?:week|weekend|month|year|summer|spring|fall|autumn|winter)|yesterday|today|this (?:week|month|year)"
@@ -227,6 +238,14 @@ def claims_of(text: str) -> list[Claim]:
     "The user left Acme Corp" is a claim on both the residence and the employer (whichever it names).
     """
     text = re.sub(r"^[^:]{1,30}:\s+", "", text)  # "Big news: we moved ..."
+    found: list[Claim] = []
+    for i, clause in enumerate(_CLAUSES.split(text)):  # "The user is 35 and the user has two dogs."
+        clause = clause if i == 0 else clause[:1].upper() + clause[1:]
+        found += [c for c in _clause_claims(clause) if all(c.attribute != f.attribute for f in found)]
+    return found
+
+
+def _clause_claims(text: str) -> list[Claim]:
     who = _APPOSITION.match(text)
     bare = strip_apposition(text)
     head = _HEAD.match(bare)
@@ -334,12 +353,40 @@ def restated(text: str, old_text: str) -> str | None:
     return None
 
 
-def supersession(text: str, facts: Sequence[Fact]) -> tuple[Fact, str] | None:
-    """The fact ``text`` supersedes among ``facts`` (one subject's), and what now holds; None if none.
+def _clauses(text: str) -> list[str]:
+    text = re.sub(r"^[^:]{1,30}:\s+", "", text)
+    return [c.strip(" .!?") for c in _CLAUSES.split(text) if c.strip(" .!?")]
 
-    An update supersedes one fact: the most recently changed one that ``text`` makes untrue.
+
+def _sentence(clauses: Sequence[str]) -> str:
+    parts = [c.strip(" .") for c in clauses]
+    return "; ".join(c[:1].upper() + c[1:] if i == 0 else c[:1].lower() + c[1:] for i, c in enumerate(parts)) + "."
+
+
+def supersession(text: str, facts: Sequence[Fact]) -> tuple[list[tuple[Fact, str]], bool]:
+    """The facts ``text`` supersedes among ``facts`` (one subject's), each with what now holds.
+
+    Each claim of ``text`` supersedes at most one fact: the most recently changed one it makes untrue.
+    The new text of a fact that said several things keeps what did not change ("The user lives in
+    Lisbon; the user works at Acme Corp."). The flag tells whether some claim of ``text`` superseded
+    nothing (then ``text`` says something new as well).
     """
-    found = [(f, now) for f in facts if (now := restated(text, f.text)) is not None]
-    if not found:
-        return None
-    return max(found, key=lambda p: (p[0].updated_at, p[0].id))
+    changed: dict[str, tuple[Fact, list[str]]] = {}
+    unmatched = False
+    for new in claims_of(text):
+        found = []
+        for fact in facts:
+            clauses = changed[fact.id][1] if fact.id in changed else _clauses(fact.text)
+            for i, clause in enumerate(clauses):
+                old = next(
+                    (c for c in claims_of(clause[:1].upper() + clause[1:]) if c.attribute == new.attribute), None
+                )
+                if old is not None and _contradicts(new, old):
+                    found.append((fact, clauses, i, old))
+        if not found:
+            unmatched = True
+            continue
+        fact, clauses, i, old = max(found, key=lambda p: (p[0].updated_at, p[0].id))
+        clauses = [*clauses[:i], _current(new, old), *clauses[i + 1 :]]
+        changed[fact.id] = (fact, clauses)
+    return [(fact, _sentence(clauses)) for fact, clauses in changed.values()], unmatched

@@ -173,7 +173,7 @@ def take_census(store: Store, specs: Sequence[Spec]) -> Census:
         for turn_id in set(episode.provenance):
             by_turn[turn_id].append(episode)
     in_episodes = {t: by_turn.get(x.id, []) for t, x in by_token.items()}
-    follow("episodes", in_episodes, lambda s, e: s.token in e.summary)
+    follow("episodes", in_episodes)
     follow("consolidated", in_episodes, lambda s, e: e.status == "consolidated")
     active = [f for f in facts if f.status == "active"]
     follow("facts", _index(active, lambda f: f.text), lambda s, f: _traced(s, f, turn_of(s)))

@@ -101,9 +101,17 @@ async def worker(config: dict[str, Any], rest: list[str]) -> dict[str, Any]:
     mem, _ = _system(config)
     _released(rest)
     stop = asyncio.Event()
-    only = {"janitor": None, "digests": None, "idle_sessions": None, "retries": None}
     running = asyncio.create_task(
-        mem.run_worker(stop, jobstore_url=config["jobstore"], run_now=True, consolidation=timedelta(seconds=1), **only)
+        mem.run_worker(
+            stop,
+            jobstore_url=config["jobstore"],
+            run_now=True,
+            consolidation=timedelta(seconds=1),
+            janitor=None,  # only consolidation: what two workers must not do twice
+            digests=None,
+            idle_sessions=None,
+            retries=None,
+        )
     )
     deadline = datetime.now(UTC) + timedelta(seconds=240)  # a bound for a slow machine
     while datetime.now(UTC) < deadline and not running.done():

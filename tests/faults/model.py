@@ -6,7 +6,8 @@ captures says one unique token (``tk`` and 10 hex digits). The answers carry the
 can follow each turn through every tier:
 
 - observe: one observation per token of the turn, ``"The user said <token>."``;
-- encode_episode: a summary listing the tokens of the session's observations (or of its part summaries);
+- encode_episode: a summary listing the tokens of the session's observations (or of its part summaries),
+  the first 250 of them (a summary is capped at 4,000 characters);
 - consolidate: one fact per token of the batch's episodes and observations, with the observation's text, so
   the fact's provenance is the turn (tokens are packed several to a fact only past the 100-operation cap).
 
@@ -16,23 +17,20 @@ decision hashes the seed, the stage, the prompt and how often that prompt was as
 reproducible whatever order concurrent requests arrive in.
 
 This module imports only the standard library, litellm and tiermem: worker processes load it by its file
-path (the repository is never on their path), see :func:`load`.
+path (the repository is never on their path; see ``child.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
-import sys
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from litellm.llms.custom_llm import CustomLLMError
@@ -40,10 +38,21 @@ from litellm.llms.custom_llm import CustomLLMError
 from tiermem.memory.testing import FunctionModel, StageCall
 from tiermem.prompts import compact, consolidate, digest, encode_episode, observe
 
-__all__ = ["MAX_OPERATIONS", "TOKEN", "Faults", "TokenModel", "fact_text", "load", "read_log", "token", "tokens_in"]
+__all__ = [
+    "MAX_OPERATIONS",
+    "TOKEN",
+    "Faults",
+    "TokenModel",
+    "fact_text",
+    "healthy_reply",
+    "read_log",
+    "token",
+    "tokens_in",
+]
 
 TOKEN = re.compile(r"\btk[0-9a-f]{10}\b")
 MAX_OPERATIONS = 100  # the consolidator's per-call cap (prompts/consolidate.py)
+MAX_SUMMARY_TOKENS = 250  # tokens an episode summary lists: 14 characters each, under its 4,000-character cap
 _ERRORS = ("connection", "503", "timeout")
 _INVALID = (
     "Sure! I noted everything worth remembering from this conversation.",  # prose, no JSON
@@ -101,7 +110,7 @@ def _raise(variant: int) -> None:
     if kind == "connection":
         raise ConnectionResetError("Connection reset by peer")
     if kind == "503":
-        raise CustomLLMError(status_code=503, message="Service Unavailable: the model is overloaded")
+        raise CustomLLMError(status_code=503, message="Service Unavailable: the model is overloaded")  # type: ignore[no-untyped-call]
     raise TimeoutError("Request timed out")
 
 
@@ -113,7 +122,9 @@ def _observe(inputs: observe.Input) -> dict[str, Any]:
 
 def _encode(inputs: encode_episode.Input) -> dict[str, Any]:
     found = tokens_in([*(e.text for e in inputs.entries), *inputs.parts])
-    summary = f"The user said {', '.join(found)}." if found else "The user chatted."
+    listed = found[:MAX_SUMMARY_TOKENS]  # the summary's 4,000-character cap; the rest reach facts by observation
+    more = f" and {len(found) - len(listed)} more" if len(found) > len(listed) else ""
+    summary = f"The user said {', '.join(listed)}{more}." if found else "The user chatted."
     return {"summary": summary, "subjects": ["user"], "salience": 0.6}
 
 
@@ -216,17 +227,3 @@ def read_log(path: str | Path) -> list[dict[str, Any]]:
     if not file.exists():
         return []
     return [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
-
-
-def load(path: str | Path | None = None) -> ModuleType:
-    """This module loaded from its file, for a process that does not have the repository on its path."""
-    file = Path(path) if path is not None else Path(__file__)
-    name = "tiermem_fault_model"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, file)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module

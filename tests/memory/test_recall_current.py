@@ -119,9 +119,7 @@ async def test_a_move_puts_the_new_home_first(tmp_path: Path, make_embedder: Any
     await _session(mem, clock, "s-1", FIRST, "I live in Berlin.")
     await _session(mem, clock, "s-2", SECOND, "I moved from Berlin to Lisbon last month.")
     facts = await mem.facts(BASE, include_inactive=True)
-    active = [f.text for f in facts if f.status == "active"]
-    if not any("Berlin" in f.text and f.status == "superseded" for f in facts):
-        pytest.xfail(f"the rules model does not supersede the Berlin fact yet (issue 12 item 4): {active}")
+    assert [f.status for f in facts if "Berlin" in f.text and "Lisbon" not in f.text] == ["superseded"]
     items = await mem.recall(BASE, "where does the user live", limit=10)
     assert "Lisbon" in items[0].text and "superseded" not in items[0].metadata
     assert all(i.metadata.get("superseded") for i in items if "Berlin" in i.text and "Lisbon" not in i.text)

@@ -172,6 +172,21 @@ async def test_a_relative_moving_supersedes_their_home_not_the_users(tmp_path: P
     assert _active(facts, "user") == ["The user lives in Berlin."]
 
 
+async def test_a_fact_that_said_several_things_keeps_what_did_not_change(tmp_path: Path) -> None:
+    mem, facts = await _sessions(
+        tmp_path,
+        "I live in Berlin and I work at Acme Corp. I'm 34 and I have a dog.",
+        "Quick update: I moved to Lisbon, I'm 35 now, and we got a second dog.",
+    )
+    assert sorted(_active(facts)) == [
+        "The user is 35 years old; the user has two dogs.",
+        "The user lives in Lisbon; the user works at Acme Corp.",
+    ]
+    assert len(_superseded(facts)) == 2
+    edges = {e.target: e.current for e in await mem.connections(BASE, "user", include_history=True)}
+    assert edges == {"berlin": False, "lisbon": True, "acme-corp": True}
+
+
 async def test_leaving_a_job_closes_its_edge(tmp_path: Path) -> None:
     mem, _ = await _sessions(tmp_path, "I work at Acme Corp.", "I quit my job.")
     edges = await mem.connections(BASE, "user", include_history=True)
