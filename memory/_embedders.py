@@ -165,7 +165,7 @@ class OnnxEmbedder:
         *,
         model_id: str | None = None,
         threads: int | None = None,
-        batch_size: int = 32,
+        batch_size: int = 8,  # 3.5 ms CPU per text at <= 8, 6-7 ms at 32 (bench/RESULTS-import.md)
     ) -> None:
         if path is not None and model_id is None:
             raise ConfigurationError("OnnxEmbedder(path=...) needs a model_id naming that model (stored in the store)")
