@@ -10,7 +10,8 @@ The scenarios of ``tests/test_faults.py`` (``tests/faults/scenarios.py``), large
   (2 transient and 2 validation retries, backoff shortened to 10 ms).
 - ``kill -9``: 2 processes capture a user each (caller keys and ``at=`` in turn) through the faulty
   model and are SIGKILLed at random points, ``--kill-rounds`` times; then every capture is rerun.
-- ``two writers``: 2 processes x ``--writers`` distinct turns into one session at once.
+- ``two writers``: 2 processes x ``--writers`` distinct turns into one session at once (past about 2 x 100,
+  one episode's observations no longer fit one consolidation prompt: the facts column shows what fits).
 - ``two workers``: 2 processes consolidate 100 waiting episodes at once, by the consolidation job and as
   workers sharing one APScheduler job store; the model is healthy, so each episode should be seen by
   exactly one consolidation request.

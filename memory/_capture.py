@@ -10,6 +10,7 @@ hint that is settled afterwards, so two processes capturing into one session kee
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -162,7 +163,7 @@ class Capture:
     async def _rerun(self, ctx: MemoryContext, turn: Turn) -> CaptureResult:
         """The first capture's result; a turn a crash left pending is observed now."""
         if turn.status == "pending" and not blocked(turn, model_config(self.stages)):
-            return await self.observe(ctx, turn)
+            return dataclasses.replace(await self.observe(ctx, turn), duplicate=True)
         entries = await run_blocking(self.tiers.turn_entries, ctx, turn)
         log.debug("turn %s was already captured: returning it", turn.id)
         return CaptureResult(turn=turn, entries=entries, duplicate=True)

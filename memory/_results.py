@@ -29,7 +29,8 @@ class CaptureResult(_Deferral):
     entries: list[WorkingEntry]
     deferred: bool = False
     duplicate: bool = False
-    """The capture was a rerun: the turn was journaled before (same idempotency key); nothing was added."""
+    """The capture was a rerun: the turn was journaled before (same idempotency key), no turn was added
+    (a turn the first attempt left pending is observed now)."""
     queued: bool = False
     """Journaled and queued for observation in the background (``capture(..., background=True)``)."""
     error: str | None = None

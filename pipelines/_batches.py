@@ -41,15 +41,15 @@ async def run_consolidation(model: StageModel, inputs: consolidate.Input) -> con
 def consolidation_parts(budget: Budget, inputs: consolidate.Input) -> list[consolidate.Input]:
     """``inputs`` whole when it fits ``budget``; else sub-batches of its episodes that each fit.
 
-    Half of a sub-batch's room goes to its episodes with their observations (the most salient first),
-    half to existing facts of their subjects (in the order given: nearest first).
+    Half of a sub-batch's room goes to its episodes with their observations (all of them, over as many
+    sub-batches as they need), half to existing facts of their subjects (in the order given: nearest first).
     """
     if budget.tokens is None or budget.fits(_STAGE.render(inputs)):
         return [inputs]
     base = inputs.model_copy(update={"episodes": [], "observations": [], "existing": []})
     room = budget.room(_STAGE, _STAGE.render(base))
     half = room // 2
-    units = [_unit(budget, episode, inputs.observations, half) for episode in inputs.episodes]
+    units = [unit for episode in inputs.episodes for unit in _units(budget, episode, inputs.observations, half)]
     groups = budget.pack([cost for _, _, cost in units], half)
     parts: list[consolidate.Input] = []
     for group in groups:
@@ -61,22 +61,27 @@ def consolidation_parts(budget: Budget, inputs: consolidate.Input) -> list[conso
     return parts
 
 
-def _unit(
+def _units(
     budget: Budget, episode: Episode, observations: list[WorkingEntry], tokens: int
-) -> tuple[Episode, list[WorkingEntry], int]:
-    """One episode (summary clipped to a quarter of ``tokens``) and its most salient observations within ``tokens``."""
+) -> list[tuple[Episode, list[WorkingEntry], int]]:
+    """One episode (summary clipped to a quarter of ``tokens``) with its observations, in as many units of at
+    most ``tokens`` as they need: an episode too long for one call is consolidated in parts, none dropped.
+    """
     summary = budget.clip(episode.summary, tokens // 4)
     shown = episode.model_copy(update={"summary": summary}) if summary != episode.summary else episode
-    used = budget.count(f"- id={episode.id} (2026-01-01) {summary}") + 1
-    own = [o for o in observations if o.session_id == episode.session_id]
-    kept: set[int] = set()
-    for index in sorted(range(len(own)), key=lambda i: -own[i].salience):
-        cost = budget.count(f"    - [{own[index].subject}] {own[index].text}") + 1
-        if used + cost > tokens:
-            continue
-        kept.add(index)
+    head = budget.count(f"- id={episode.id} (2026-01-01) {summary}") + 1
+    units: list[tuple[Episode, list[WorkingEntry], int]] = []
+    chunk: list[WorkingEntry] = []
+    used = head
+    for obs in (o for o in observations if o.session_id == episode.session_id):
+        cost = budget.count(f"    - [{obs.subject}] {obs.text}") + 1  # observations are short (the observer caps them)
+        if chunk and used + cost > tokens:
+            units.append((shown, chunk, used))
+            chunk, used = [], head
+        chunk.append(obs)
         used += cost
-    return shown, [o for i, o in enumerate(own) if i in kept], used
+    units.append((shown, chunk, used))
+    return units
 
 
 def _facts(budget: Budget, facts: list[Fact], tokens: int) -> list[Fact]:
