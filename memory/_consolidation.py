@@ -86,6 +86,10 @@ class Consolidation:
             batch = pending[start : start + batch_size]
             existing = await run_blocking(self._candidate_facts, ctx, batch)
             observed = await run_blocking(self.tiers.session_entries, ctx, [e.session_id for e in batch])
+            # A re-encoded episode (turns observed late) brings only its new observations: the others
+            # were consolidated before and would be proposed again.
+            seen = {t for e in batch for t in e.metadata.get("consolidated_turns", [])}
+            observed = [o for o in observed if not o.provenance or not set(o.provenance) <= seen]
             # Facts are dated by their evidence: an imported history's facts carry its dates.
             now = max(e.ended_at for e in batch) if all(e.metadata.get("dated") for e in batch) else self.clock.now()
             try:
@@ -111,9 +115,14 @@ class Consolidation:
                 result.deferred, result.error, result.exception = True, str(exc), exc
                 return result
             done = [
-                e.model_copy(update={**NO_ERROR, "attempts": 0, "status": "consolidated", "updated_at": now})
+                e.model_copy(
+                    update={
+                        **NO_ERROR, "attempts": 0, "status": "consolidated", "updated_at": now,
+                        "metadata": {**e.metadata, "consolidated_turns": list(e.provenance)},
+                    }
+                )
                 for e in batch
-            ]
+            ]  # fmt: skip
             await run_blocking(self.tiers.put_episodes, done)
             result.episodes += len(batch)
             for name, value in plan.counts.items():

@@ -132,6 +132,9 @@ class Sessions:
             return await self._deferred(ctx, sid, turns, existing, exc, now)
         if existing is not None and existing.pinned:
             episode = episode.model_copy(update={"pinned": True})
+        if existing is not None and "consolidated_turns" in existing.metadata:  # what consolidation already saw
+            meta = {**episode.metadata, "consolidated_turns": existing.metadata["consolidated_turns"]}
+            episode = episode.model_copy(update={"metadata": meta})
         if all(t.dated for t in observed):  # an import: its facts are dated by it too
             episode = episode.model_copy(update={"metadata": {**episode.metadata, "dated": True}})
         await run_blocking(self.tiers.add_episode, episode)

@@ -77,6 +77,9 @@ def _units(
         cost = budget.count(f"    - [{obs.subject}] {obs.text}") + 1  # observations are short (the observer caps them)
         if chunk and used + cost > tokens:
             units.append((shown, chunk, used))
+            # Later parts carry only the episode's further observations: the summary, said once, is not
+            # consolidated again from every part.
+            shown = episode.model_copy(update={"summary": "(continued: more observations of this episode)"})
             chunk, used = [], head
         chunk.append(obs)
         used += cost
