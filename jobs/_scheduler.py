@@ -104,6 +104,21 @@ async def wait_for_jobs(timeout: float) -> int:
     return len(still)
 
 
+def _create_jobs_table(store: Any) -> None:
+    """Create the shared job table now, tolerating a worker that creates it at the same moment.
+
+    APScheduler creates it at start with "create if missing", which two workers starting together
+    both decide to do; the loser's CREATE TABLE fails ("table ... already exists") and so would its start.
+    """
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    try:
+        store.jobs_t.create(store.engine, checkfirst=True)
+    except (OperationalError, ProgrammingError) as exc:
+        if "already exists" not in str(exc):
+            raise
+
+
 def schedule_jobs(
     system: MemorySystem,
     scheduler: BaseScheduler | None = None,
@@ -129,8 +144,10 @@ def schedule_jobs(
     if jobstore_url is not None:
         from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 
+        store = SQLAlchemyJobStore(url=jobstore_url)
+        _create_jobs_table(store)
         with contextlib.suppress(ValueError):  # already added by an earlier schedule_jobs on this scheduler
-            scheduler.add_jobstore(SQLAlchemyJobStore(url=jobstore_url), alias="tiermem")
+            scheduler.add_jobstore(store, alias="tiermem")
     key = _key(system)
     _systems[key] = system
     try:

@@ -31,6 +31,12 @@ __all__ = ["Consolidation"]
 log = logging.getLogger(__name__)
 
 
+def _extension(episode: Episode) -> Episode:
+    """An extended episode as the consolidator sees it: only the summary of the turns added since it was
+    consolidated (the rest would propose again what was consolidated)."""
+    return episode.model_copy(update={"summary": str(episode.metadata["extension"])})
+
+
 class Consolidation:
     """Episodes -> facts and edges; facts -> the digest."""
 
@@ -90,11 +96,12 @@ class Consolidation:
             # were consolidated before and would be proposed again.
             seen = {t for e in batch for t in e.metadata.get("consolidated_turns", [])}
             observed = [o for o in observed if not o.provenance or not set(o.provenance) <= seen]
+            shown = [_extension(e) if e.metadata.get("extension") else e for e in batch]
             # Facts are dated by their evidence: an imported history's facts carry its dates.
             now = max(e.ended_at for e in batch) if all(e.metadata.get("dated") for e in batch) else self.clock.now()
             try:
                 plan = await consolidate_episodes(
-                    self.stages, ctx=ctx, episodes=batch, observations=observed, existing=existing, user_names=names,
+                    self.stages, ctx=ctx, episodes=shown, observations=observed, existing=existing, user_names=names,
                     aliases=aliases, relations=self.relations.options, now=now,
                     known_subjects=await run_blocking(self.tiers.known_subjects, ctx),
                 )  # fmt: skip
@@ -118,7 +125,10 @@ class Consolidation:
                 e.model_copy(
                     update={
                         **NO_ERROR, "attempts": 0, "status": "consolidated", "updated_at": now,
-                        "metadata": {**e.metadata, "consolidated_turns": list(e.provenance)},
+                        "metadata": {
+                            **{k: v for k, v in e.metadata.items() if k != "extension"},
+                            "consolidated_turns": list(e.provenance),
+                        },
                     }
                 )
                 for e in batch

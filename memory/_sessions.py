@@ -54,6 +54,28 @@ async def held(leases: Leases, key: str, *, holder: str, ttl: timedelta = LEASE_
             await run_blocking(leases.release, lease)
 
 
+def _extended(existing: Episode, part: Episode, observed: Sequence[Turn]) -> Episode:
+    """``existing`` with ``part`` (the summary of turns observed since it was consolidated) appended."""
+    base, previous = existing.summary, str(existing.metadata.get("extension", ""))
+    if previous and base.endswith(previous):  # an extension not yet consolidated: ``part`` covers its turns too
+        base = base[: -len(previous)].rstrip()
+    return existing.model_copy(
+        update={
+            "summary": f"{base} {part.summary}",
+            "subjects": tuple(dict.fromkeys([*existing.subjects, *part.subjects])),
+            "started_at": min(t.created_at for t in observed),
+            "ended_at": max(t.created_at for t in observed),
+            "updated_at": part.updated_at,
+            "salience": max(existing.salience, part.salience),
+            "status": "pending",
+            "provenance": tuple(t.id for t in observed),
+            **NO_ERROR,
+            "attempts": 0,
+            "metadata": {**existing.metadata, "extension": part.summary},
+        }
+    )
+
+
 def record_time(clock: Clock, turns: Sequence[Turn]) -> datetime:
     """When records derived from ``turns`` are dated: the latest turn's own time for an import, else now."""
     if turns and all(t.dated for t in turns):
@@ -123,18 +145,23 @@ class Sessions:
         entries = [e for e in entries if not e.provenance or covered & set(e.provenance)]
         aliases = await run_blocking(self.tiers.aliases, ctx)
         names = [name.title() for name, subject in aliases.items() if subject == "user"]
+        done = set(existing.metadata.get("consolidated_turns", [])) if existing and existing.summary else set()
+        fresh = [t for t in observed if t.id not in done]
+        # Consolidated before and extended since (turns observed late): encode only the new turns and
+        # append them, so consolidation sees only what is new; else encode the whole session.
+        part_turns = fresh if done and fresh else observed
+        part_entries = [e for e in entries if not e.provenance or {t.id for t in part_turns} & set(e.provenance)]
         try:
             episode = await encode_session(
-                self.stages, ctx=ctx, session_id=sid, entries=entries, turns=observed,
+                self.stages, ctx=ctx, session_id=sid, entries=part_entries, turns=part_turns,
                 user_names=names, aliases=aliases, now=now,
             )  # fmt: skip
         except (ModelError, EmbedderError) as exc:
             return await self._deferred(ctx, sid, turns, existing, exc, now)
+        if existing is not None and done and fresh:
+            episode = _extended(existing, episode, observed)
         if existing is not None and existing.pinned:
             episode = episode.model_copy(update={"pinned": True})
-        if existing is not None and "consolidated_turns" in existing.metadata:  # what consolidation already saw
-            meta = {**episode.metadata, "consolidated_turns": existing.metadata["consolidated_turns"]}
-            episode = episode.model_copy(update={"metadata": meta})
         if all(t.dated for t in observed):  # an import: its facts are dated by it too
             episode = episode.model_copy(update={"metadata": {**episode.metadata, "dated": True}})
         await run_blocking(self.tiers.add_episode, episode)
@@ -158,15 +185,22 @@ class Sessions:
         now: datetime,
     ) -> SessionResult:
         """Record that the session waits for encoding: a failed marker episode retry_pending finds."""
-        if existing is not None and existing.status in ("pending", "consolidated"):
-            log.warning("session %s: re-encoding deferred, the previous episode stays (%s)", sid, exc)
-            return SessionResult(episode=existing, deferred=True, error=str(exc), exception=exc)
+        if existing is not None and existing.status in ("pending", "consolidated") and existing.summary:
+            # Keep what it says, but as "failed": retry_pending re-encodes it with the turns it lacks.
+            stale = existing.model_copy(update={"status": "failed"})
+            stale = self.retries.failed(stale, exc, config=model_config(self.stages), now=self.clock.now(),
+                                        parked_status="parked")  # fmt: skip
+            await run_blocking(self.tiers.add_episode, stale)
+            log.warning("session %s: re-encoding deferred, the previous summary stays (%s)", sid, exc)
+            return SessionResult(episode=stale, deferred=True, error=str(exc), exception=exc)
         marker = existing or Episode(
             id=episode_id(ctx, session_id=sid), namespace=ctx.namespace, user_id=ctx.user_id, session_id=sid,
             summary="", started_at=turns[0].created_at, ended_at=turns[-1].created_at, created_at=now,
             updated_at=now, status="failed",
         )  # fmt: skip
-        marker = marker.model_copy(update={"status": "failed", "provenance": ()})
+        marker = marker.model_copy(
+            update={"status": "failed", "provenance": () if not marker.summary else marker.provenance}
+        )
         config = model_config(self.stages)
         marker = self.retries.failed(marker, exc, config=config, now=self.clock.now(), parked_status="parked")
         await run_blocking(self.tiers.add_episode, marker)
