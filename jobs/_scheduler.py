@@ -142,7 +142,10 @@ def schedule_jobs(
         except RuntimeError:
             scheduler = BackgroundScheduler()
     if jobstore_url is not None:
-        from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+        try:
+            from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+        except ImportError:  # APScheduler's own message is a bare ImportError
+            raise ConfigurationError("--jobstore needs SQLAlchemy: pip install 'tiermem[worker]'") from None
 
         store = SQLAlchemyJobStore(url=jobstore_url)
         _create_jobs_table(store)

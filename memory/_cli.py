@@ -413,11 +413,6 @@ def worker(
     store = store or _option("store")
     if store is None:
         raise ConfigurationError("the worker needs a store: --store PATH or $TIERMEM_STORE")
-    if jobstore is not None:
-        try:
-            import sqlalchemy  # noqa: F401  (APScheduler's job store imports it later, with a bare ImportError)
-        except ImportError:
-            raise ConfigurationError("--jobstore needs SQLAlchemy: pip install 'tiermem[worker]'") from None
     logging.getLogger().setLevel(logging.INFO)
     intervals = _intervals(every)
     mem = system(store=store, model=model, embedder=embedder or _option("embedder"))
