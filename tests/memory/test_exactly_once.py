@@ -300,3 +300,24 @@ async def test_turns_queued_when_the_process_dies_are_observed_by_retry_pending(
     mem = system(model="rules", store=store_path, embedder=embedder, clock=clock)
     assert (await mem.retry_pending()).turns_ok == 1
     assert {t.status for t in _rows(mem, "turns", ctx)} == {"observed"}
+
+
+async def test_a_session_id_reused_after_its_episode_expired_keeps_every_turn(
+    build: Builder, ctx: MemoryContext, clock: FrozenClock
+) -> None:
+    from tiermem.jobs import run_janitor
+
+    mem = build(episodic={"ttl": timedelta(days=30)})
+    await mem.capture(ctx, messages_of("I bake rye bread every Sunday."))
+    await mem.end_session(ctx)
+    await mem.consolidate(ctx)
+    clock.advance(days=90)
+    await run_janitor(mem)  # the episode expires
+    assert {e.status for e in _rows(mem, "episodes", ctx)} <= {"expired"}
+
+    again = [await mem.capture(ctx, messages_of(f"Back again, day {n}.")) for n in range(3)]
+    ended = await mem.end_session(ctx)
+
+    turns = _rows(mem, "turns", ctx)
+    assert len({t.id for t in turns}) == len(turns) and {r.turn.id for r in again} <= {t.id for t in turns}
+    assert ended.episode is not None and set(ended.episode.provenance) == {r.turn.id for r in again}
