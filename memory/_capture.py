@@ -89,7 +89,6 @@ class Capture:
         self.keep_roles = keep_roles
         self.retries = retries
         self.locks = Locks()
-        self._last: dict[tuple[str, str, str], Turn] = {}
 
     async def capture(
         self,
@@ -109,12 +108,15 @@ class Capture:
             raise InvalidArgumentError(f"metadata must be a mapping, not {type(metadata).__name__}")
         meta = dict(metadata or {})
         parts = [(m.role, m.name, m.content) for m in msgs]
-        keys = capture_keys(parts, key=key, at=when, now=self.clock.now(), window=DEDUPE_WINDOW)
-        ids = [turn_id(ctx, session_id=sid, key=k) for k in keys]
         async with self.locks.session(ctx):
-            found = await run_blocking(self.tiers.session_turns, ctx, sid, ids=ids)
+            session = await run_blocking(self.tiers.session_turns, ctx, sid)  # one read: dedupe and context
+            latest = [t.id for t in reversed(session[-2:])]
+            keys = capture_keys(parts, key=key, at=when, now=self.clock.now(), window=DEDUPE_WINDOW, previous=latest)
+            ids = [turn_id(ctx, session_id=sid, key=k) for k in keys]
+            found = [t for t in session if t.id in set(ids)]
             if not found:
-                turn = await run_blocking(self._journal, ctx, sid, msgs, ids[0], keys[0], when, meta)
+                previous = session[-1] if session else None
+                turn = await run_blocking(self._journal, ctx, sid, msgs, ids[0], keys[0], when, meta, previous)
                 if turn is not None and background is not None:
                     await background.submit(ctx, turn)  # off the response path: observed by the queue
                     return CaptureResult(turn=turn, entries=[], queued=True)
@@ -132,12 +134,12 @@ class Capture:
         key: str,
         when: datetime | None,
         meta: dict[str, Any],
+        previous: Turn | None,
     ) -> Turn | None:
-        """Write the turn once (blocking); None when the same id was journaled first elsewhere."""
-        scope = (ctx.namespace, ctx.user_id, sid)
-        # This process's last turn of the session saves a read; another process's turns since are
-        # found by settle_seq, which reads the session anyway.
-        previous = self._last.get(scope) or self.tiers.latest_turn(ctx, sid)
+        """Write the turn once (blocking); None when the same id was journaled first elsewhere.
+
+        Another process's turns written since ``previous`` was read are found by settle_seq.
+        """
         turn = Turn(
             id=id,
             namespace=ctx.namespace,
@@ -154,11 +156,7 @@ class Capture:
         )
         if not self.tiers.journal(turn):
             return None
-        turn = self.tiers.settle_seq(ctx, turn)
-        self._last[scope] = turn
-        if len(self._last) > 4096:  # a bounded memo, not a cache of every session ever seen
-            self._last.pop(next(iter(self._last)))
-        return turn
+        return self.tiers.settle_seq(ctx, turn)
 
     async def _rerun(self, ctx: MemoryContext, turn: Turn) -> CaptureResult:
         """The first capture's result; a turn a crash left pending is observed now."""

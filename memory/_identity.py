@@ -16,7 +16,7 @@ Working entries have two recipes on purpose, for two different identities:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -89,12 +89,15 @@ def capture_keys(
     at: datetime | None,
     now: datetime,
     window: timedelta,
+    previous: Sequence[str] = (),
 ) -> list[str]:
     """The idempotency keys a capture may already be journaled under; the first names a new turn.
 
-    The caller's ``key`` when given; else the messages (role, name, content) with the turn's own time
-    ``at``; else the messages with ``now`` in ``window``-wide buckets (this one and the one before),
-    so a rerun of a capture whose outcome was unknown within one window returns the first turn.
+    The caller's ``key`` when given; else the messages with the turn's own time ``at``; else the
+    messages, the turn they follow (``previous``: the ids of the session's latest turns, newest first)
+    and ``now`` in ``window``-wide buckets. A rerun of a capture whose outcome was unknown finds its
+    turn (journaled after the turn before the latest one, in this window or the one before); the same
+    words said again later in the session, after another turn, are a new turn.
     """
     if key is not None:
         return [f"caller\x1f{key}"]
@@ -102,7 +105,8 @@ def capture_keys(
     if at is not None:
         return [f"at\x1f{content}\x1f{at.isoformat()}"]
     bucket = int(now.timestamp() // window.total_seconds())
-    return [f"window\x1f{content}\x1f{b}" for b in (bucket, bucket - 1)]
+    after = list(dict.fromkeys([*previous[:2], ""]))[:2]  # "": the session's start
+    return [f"window\x1f{content}\x1f{p}\x1f{b}" for p in after for b in (bucket, bucket - 1)]
 
 
 def observation_id(turn: _TurnLike, *, index: int) -> str:

@@ -65,6 +65,15 @@ async def test_rerun_of_a_capture_returns_the_first_turn(build: Builder, ctx: Me
     assert len(_rows(mem, "working", ctx)) == len(first.entries)
 
 
+async def test_the_same_words_after_another_turn_are_a_new_turn(build: Builder, ctx: MemoryContext) -> None:
+    mem = build()
+    for text in ("Yes.", "Should I book the table?", "Yes."):  # within a minute: only context tells them apart
+        await mem.capture(ctx, messages_of(text))
+    assert [t.messages[0].content for t in sorted(_rows(mem, "turns", ctx), key=lambda t: t.seq)] == [
+        "Yes.", "Should I book the table?", "Yes.",
+    ]  # fmt: skip
+
+
 async def test_a_rerun_after_the_window_is_a_new_turn_unless_keyed(
     build: Builder, ctx: MemoryContext, clock: FrozenClock
 ) -> None:
