@@ -201,7 +201,7 @@ class Store:
             return meta_values(self.uri, self._open("meta").to_arrow().to_pylist())
 
     def record_meta(self, key: str, value: str) -> str:
-        """Record ``key`` once: the first writer's value stays (of two processes, one wins); returns the stored value."""
+        """Record ``key`` once: the first writer's value stays (of two processes, one wins); returns what is stored."""
         self._retry("record in the meta table", lambda: self._stamp_meta({key: value}))
         return self.meta().get(key, value)
 

@@ -513,7 +513,11 @@ def system(
     for name, retries in (("num_retries", num_retries), ("validation_retries", validation_retries)):
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigurationError(f"{name} must be an int >= 0, not {retries!r}")
-    llm_options: dict[str, Any] = {"timeout": timeout, "num_retries": num_retries, "validation_retries": validation_retries}
+    llm_options: dict[str, Any] = {
+        "timeout": timeout,
+        "num_retries": num_retries,
+        "validation_retries": validation_retries,
+    }
     if max_input_tokens is not None:
         llm_options["max_input_tokens"] = max_input_tokens
     stages = _stages(model, llm_options)

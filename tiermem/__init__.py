@@ -54,6 +54,7 @@ from .memory._errors import (
 )
 from .memory._feedback import FeedbackReport, RecallResult
 from .memory._governance import MemoryPage, MemoryStats, MemoryVersion
+from .memory._history import Conversation, HistoryProgress, HistoryReport, HistoryTurn
 from .memory._options import (
     MEMORY_CAPABILITY_PRESETS,
     CapabilityPreset,
@@ -65,7 +66,6 @@ from .memory._options import (
     SemanticOptions,
     WorkingOptions,
 )
-from .memory._history import Conversation, HistoryProgress, HistoryReport, HistoryTurn
 from .memory._portability import ExportReport, ImportReport
 from .memory._recall import edge_to_memory_item
 from .memory._records import (
