@@ -265,7 +265,7 @@ class MemorySystem:
         ``at``: the turn's real time (importing history): every record derived from it is dated by it.
         ``idempotency_key``: names the turn, so a rerun returns the first result (``duplicate=True``)
         instead of a second turn. Without one the key is derived from the messages and ``at`` (or,
-        without ``at``, a 10-minute window: the same messages twice in one session within it are one turn).
+        without ``at``, a 10-minute window: the same messages twice in a row in one session within it are one turn).
         ``background``: return once the turn is journaled (``queued=True``) and observe it in a bounded
         in-process queue, off the agent's response path; ``flush()`` waits for the queue, ``aclose()``
         drains it on shutdown, and a turn queued when the process dies is observed by ``retry_pending()``.
