@@ -209,16 +209,9 @@ class Tiers:
             patience = 3
         return turn
 
-    def latest_turn(self, ctx: MemoryContext, session_id: str) -> Turn | None:
-        turns = self.session_turns(ctx, session_id)
-        return turns[-1] if turns else None
-
     def turn_entries(self, ctx: MemoryContext, turn: Turn) -> list[WorkingEntry]:
         """The working entries observed from one turn."""
         return [e for e in self.session_entries(ctx, [turn.session_id]) if turn.id in e.provenance]
-
-    def turn_count(self, ctx: MemoryContext, session_id: str) -> int:
-        return self.store.count("turns", Where(eq={**scope(ctx), "session_id": session_id}))
 
     def session_turns(self, ctx: MemoryContext, session_id: str, *, ids: Sequence[str] | None = None) -> list[Turn]:
         """The session's turns in order (only ``ids`` when given)."""
@@ -356,21 +349,6 @@ class Tiers:
         )
         return episodes
 
-    def forget_episodes(self, ctx: MemoryContext, episodes: Sequence[Episode]) -> None:
-        """Delete episodes, the turns they cover and their sessions' closed working entries.
-
-        A reused session id may have newer turns and live working memory: those stay.
-        """
-        if not episodes:
-            return
-        where = scope(ctx)
-        turns = [t for e in episodes for t in e.provenance]
-        self.store.delete("episodes", Where(eq=where, isin={"id": [e.id for e in episodes]}))
-        if turns:
-            self.store.delete("turns", Where(eq=where, isin={"id": turns}))
-        closed = Where(eq={**where, "status": "closed"}, isin={"session_id": [e.session_id for e in episodes]})
-        self.store.delete("working", closed)
-
     def recent_episodes(self, ctx: MemoryContext, *, limit: int = 5) -> list[Episode]:
         """The latest live episodes."""
         return self.episodes(ctx, statuses=["pending", "consolidated"])[:limit]
@@ -479,7 +457,7 @@ class Tiers:
     def expire_episodes(
         self, ctx: MemoryContext, episodes: Sequence[Episode], *, keep: Collection[str] = ()
     ) -> list[str]:
-        """Expire episodes like :meth:`forget_episodes`, except that their turns in ``keep`` stay.
+        """Expire episodes: delete them, their turns and their sessions' closed entries, except turns in ``keep``.
 
         A kept turn is compacted to its messages (context, metadata and observer state dropped), and
         its episode stays as a tombstone: status "expired", no summary, ``provenance`` the kept turns,
