@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -180,12 +181,23 @@ class Store:
         wanted = wanted_meta(self.embedder_id, self.dimensions)
         with _engine_errors("open the meta table"):
             names = self._table_names()
-            stored = meta_values(self.uri, self._open("meta").to_arrow().to_pylist()) if "meta" in names else {}
+            stored = self._listed_meta() if "meta" in names else {}
         if check_meta(self.uri, stored, wanted, tables=names & set(SPECS), create=self.create):
             self._retry("create the meta table", lambda: self._stamp_meta(wanted))
             with _engine_errors("read the meta table"):
                 stored = meta_values(self.uri, self._open("meta").to_arrow().to_pylist())
             check_meta(self.uri, stored, wanted, tables=(), create=False)  # a racing opener may have stamped it
+
+    def _listed_meta(self) -> dict[str, str]:
+        """The meta table a listing showed; another process may be creating it, so wait for its first commit."""
+        for wait in (0.05, 0.1, 0.2, 0.4, 0.8, 1.6):
+            try:
+                return meta_values(self.uri, self._open("meta").to_arrow().to_pylist())
+            except ValueError as exc:  # listed (its folder exists) but no version committed yet
+                if "not found" not in str(exc):
+                    raise
+                time.sleep(wait)
+        return meta_values(self.uri, self._open("meta").to_arrow().to_pylist())
 
     def _stamp_meta(self, wanted: Mapping[str, str]) -> None:
         with _engine_errors("create the meta table"):
