@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,7 +24,7 @@ from ._blocking import run_blocking
 from ._clock import Clock
 from ._errors import EmbedderError, InvalidArgumentError, InvalidSubjectError, ModelError, error_kind
 from ._identity import capture_keys, turn_id
-from ._records import MemoryContext, Message, Turn
+from ._records import MemoryContext, Message, Turn, WorkingEntry
 from ._results import CaptureResult
 from ._retries import NO_ERROR, RetryPolicy, blocked, model_config
 from ._subjects import canonical_subject
@@ -34,6 +35,8 @@ __all__ = ["DEDUPE_WINDOW", "Capture", "Locks"]
 
 log = logging.getLogger(__name__)
 
+RECENT_OBSERVED = 4096
+"""Turn ids this process observed lately: a caller holding an older copy of one does not observe it twice."""
 DEDUPE_WINDOW = timedelta(minutes=10)
 """Without a key or a turn time, the same messages in one session within this window are one turn."""
 MAX_KEY = 256
@@ -89,6 +92,8 @@ class Capture:
         self.keep_roles = keep_roles
         self.retries = retries
         self.locks = Locks()
+        self._flights: dict[str, asyncio.Future[CaptureResult]] = {}
+        self._observed: OrderedDict[str, None] = OrderedDict()
 
     async def capture(
         self,
@@ -166,7 +171,46 @@ class Capture:
         log.debug("turn %s was already captured: returning it", turn.id)
         return CaptureResult(turn=turn, entries=entries, duplicate=True)
 
+    speaker = staticmethod(_speaker)
+
+    async def observations(
+        self, turn: Turn, *, aliases: Mapping[str, str], known_subjects: Sequence[str]
+    ) -> list[WorkingEntry]:
+        """The observer's entries for a journaled turn, written nowhere (an import writes a session's at once)."""
+        names = [name.title() for name, subject in aliases.items() if subject == "user"]
+        observed = await observe_turn(
+            self.stages, turn=turn, user_names=names, aliases=aliases, known_subjects=known_subjects
+        )
+        return observed.entries
+
     async def observe(self, ctx: MemoryContext, turn: Turn) -> CaptureResult:
+        """Observe a journaled turn once: callers at the same time share one model call.
+
+        The background queue, a rerun, ``end_session`` and ``retry_pending`` may all hold the same
+        pending turn; only the first observes it, without holding the session's lock for the call.
+        """
+        flight = self._flights.get(turn.id)
+        if flight is None or flight.get_loop() is not asyncio.get_running_loop():
+            if turn.id in self._observed:  # observed since this caller read it: return what is stored
+                stored = await run_blocking(self.tiers.session_turns, ctx, turn.session_id, ids=[turn.id])
+                if stored and stored[0].status == "observed":
+                    return CaptureResult(
+                        turn=stored[0], entries=await run_blocking(self.tiers.turn_entries, ctx, stored[0])
+                    )
+            flight = asyncio.ensure_future(self._observe(ctx, turn))
+            self._flights[turn.id] = flight
+            flight.add_done_callback(lambda done: self._landed(turn.id, done))
+        return await asyncio.shield(flight)  # a cancelled caller does not cancel the others' call
+
+    def _landed(self, turn_id: str, flight: asyncio.Future[CaptureResult]) -> None:
+        if self._flights.get(turn_id) is flight:
+            del self._flights[turn_id]
+        if not flight.cancelled() and flight.exception() is None and not flight.result().deferred:
+            self._observed[turn_id] = None
+            while len(self._observed) > RECENT_OBSERVED:
+                self._observed.popitem(last=False)
+
+    async def _observe(self, ctx: MemoryContext, turn: Turn) -> CaptureResult:
         """One observer call for a journaled turn; a failure leaves it pending with its error (never raised)."""
         try:
             aliases = await run_blocking(self.tiers.aliases, ctx)

@@ -278,8 +278,8 @@ class MemorySystem:
         )
 
     async def _observe_queued(self, ctx: MemoryContext, turn: Turn) -> CaptureResult:
-        async with self._capture.locks.session(ctx):
-            return await self._capture.observe(ctx, turn)
+        # Not under the session's lock: the next capture journals while this turn's model call runs.
+        return await self._capture.observe(ctx, turn)
 
     async def flush(self) -> None:
         """Wait until every turn captured with ``background=True`` is observed (or deferred with its error)."""

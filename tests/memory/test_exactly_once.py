@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.fakes import AnyCall, Switch, default_reply, messages_of, session, stage_model
+from tests.fakes import AnyCall, Switch, calls_for, default_reply, messages_of, session, stage_model
 from tiermem import EmbedderError, MemoryContext, system
 from tiermem.memory._store import Where
 from tiermem.memory._system import MemorySystem
@@ -297,6 +298,63 @@ async def test_background_capture_returns_after_the_journal_and_observes_later(
     await mem.flush()
     assert {t.status for t in _rows(mem, "turns", ctx)} == {"observed"}
     assert len(_rows(mem, "working", ctx)) == 5
+    await mem.aclose()
+
+
+def _gated_observer() -> tuple[FunctionModel, asyncio.Event]:
+    """A model whose observer answers only once the test opens the gate."""
+    gate = asyncio.Event()
+
+    async def held(messages: list[dict[str, Any]], call: AnyCall) -> dict[str, Any]:
+        await gate.wait()
+        return default_reply(call)
+
+    return stage_model({observe.STAGE: held}), gate
+
+
+async def _observer_called(model: FunctionModel, times: int = 1) -> None:
+    while len(calls_for(model, observe.STAGE)) < times:
+        await asyncio.sleep(0.01)
+
+
+async def test_the_next_capture_journals_while_a_background_observation_waits_for_the_model(
+    build: Builder, ctx: MemoryContext
+) -> None:
+    model, gate = _gated_observer()
+    mem = build(model)
+    await mem.capture(ctx, messages_of("I keep bees."), background=True)
+    await asyncio.wait_for(_observer_called(model), timeout=30)
+    # The first turn's model call is in flight; the session is not held by it.
+    second = await asyncio.wait_for(mem.capture(ctx, messages_of("I sell their honey."), background=True), timeout=30)
+    assert second.queued and [t.status for t in _rows(mem, "turns", ctx)] == ["pending", "pending"]
+    gate.set()
+    await mem.flush()
+    assert {t.status for t in _rows(mem, "turns", ctx)} == {"observed"}
+    assert len(_rows(mem, "working", ctx)) == 2
+    await mem.aclose()
+
+
+async def test_callers_observing_one_pending_turn_at_once_share_one_model_call(
+    build: Builder, ctx: MemoryContext
+) -> None:
+    model, gate = _gated_observer()
+    mem = build(model)
+    await mem.capture(ctx, messages_of("I keep bees."), background=True)
+    await asyncio.wait_for(_observer_called(model), timeout=30)
+    # end_session and retry_pending both find the turn pending while the queue observes it.
+    ending = asyncio.create_task(mem.end_session(ctx))
+    retrying = asyncio.create_task(mem.retry_pending())
+    await asyncio.sleep(0.2)
+    gate.set()
+    ended, retried = await asyncio.wait_for(asyncio.gather(ending, retrying), timeout=30)
+    await mem.flush()
+    assert len(calls_for(model, observe.STAGE)) == 1
+    assert ended.episode is not None and len(ended.episode.provenance) == 1
+    assert len(_rows(mem, "working", ctx)) == 1 and retried.turns <= 1
+    # Once observed here, an older copy of the pending turn does not call the model again.
+    stale = [t.model_copy(update={"status": "pending"}) for t in _rows(mem, "turns", ctx)]
+    again = await mem._capture.observe(ctx, stale[0])
+    assert again.turn.status == "observed" and len(calls_for(model, observe.STAGE)) == 1
     await mem.aclose()
 
 
