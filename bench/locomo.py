@@ -25,6 +25,7 @@ Usage (from the repo root):
     python bench/locomo.py --out bench/RESULTS.md   # also write the tables
     python bench/locomo.py --dump-misses 10         # cat 1-4 questions tiermem misses at 10
     python bench/locomo.py --variants               # + analysis (reachability, item kinds)
+    python bench/locomo.py --keys tests/data/lexicon.json  # rules model + the fake's retrieval keys
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ from tiermem import Embedder, MemoryContext
 from tiermem.memory._embedders import resolve_embedder
 from tiermem.memory._store import Where
 from tiermem.memory._text import STOP_WORDS, words
-from tiermem.memory.testing import FrozenClock
+from tiermem.memory.testing import FrozenClock, FunctionModel, Lexicon
+from tiermem.pipelines._rules import RULES
 
 warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
 
@@ -218,11 +220,20 @@ async def _feed(mem: Any, conv: Conversation, clock: FrozenClock) -> float:
     return capture
 
 
+def _keyed_rules(lexicon: str) -> str:
+    """The rules model, each observation and fact given the retrieval keys of a fixed lexicon (a fake)."""
+
+    def rules(messages: list[dict[str, Any]], call: Any) -> dict[str, Any]:
+        return RULES[call.stage](call.inputs).model_dump(mode="json")
+
+    return FunctionModel(Lexicon.load(lexicon).attach(rules), name="rules-keys").model
+
+
 def ingest(conv: Conversation, args: argparse.Namespace) -> Ingested:
     folder = tempfile.TemporaryDirectory(prefix="tiermem-locomo-")
     clock = FrozenClock(conv.sessions[0].when)
     mem = memory.system(
-        model=args.model,
+        model=_keyed_rules(args.keys) if args.keys else args.model,
         store=folder.name,
         embedder=args.embedder,
         clock=clock,
@@ -390,6 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="first conversation, first 5 sessions, its questions")
     parser.add_argument("--model", default="rules", help='stage model for system(): "rules" or a litellm model')
     parser.add_argument("--embedder", default=None, help="embedder for system() (default: the shipped default)")
+    parser.add_argument("--keys", default=None, help="lexicon JSON: the rules model plus the fake's retrieval keys")
     parser.add_argument("--recall", default=None, help="ranking overrides as JSON, e.g. '{\"session_weight\": 0}'")
     parser.add_argument("--out", default=None, help="write the tables (markdown) here")
     parser.add_argument("--dump-misses", type=int, default=0, metavar="N", help="print N missed cat 1-4 questions")
@@ -498,7 +510,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         f"Command: `{cmd.strip()}`  ",
         f"Date: {started.strftime('%Y-%m-%d %H:%M UTC')}; Python {platform.python_version()}, "
-        f"{platform.machine()}, {os.cpu_count()} CPUs; tiermem model `{args.model}`, "
+        f"{platform.machine()}, {os.cpu_count()} CPUs; "
+        f"tiermem model `{args.model}{' + lexicon keys' if args.keys else ''}`, "
         f"embedder `{ing.mem.embedder.id}`.  ",
         f"Data: `{_shown(args.data)}`{' (--quick: first conversation, first 5 sessions)' if args.quick else ''}: "
         f"{len(convs)} conversations, {n_turns} turns, {n15} questions scored "

@@ -16,8 +16,15 @@ dense cosine of the same embedder (top-k, no gate: it always returns something) 
 (``rank_bm25`` over :func:`tiermem.memory._text.words` minus stop words; returns the memories
 with a positive score).
 
+With ``--keys LEXICON`` every memory carries the retrieval keys the scripted fake model gives
+(:class:`tiermem.memory.testing.Lexicon`, e.g. ``tests/data/lexicon.json``): searched by full text and
+ranked on (never embedded: :func:`embedded_text`), as the pipeline stores them. ``--embed-keys``
+measures the alternative the pipeline does not take: the vector of "text (keys: a, b)". The
+baselines read the text alone.
+
 Usage (from the repo root):
     python bench/paraphrase.py                                  # default embedder
+    python bench/paraphrase.py --keys tests/data/lexicon.json   # memories with retrieval keys
     python bench/paraphrase.py --embedder hashing --sizes 3 40  # any name resolve_embedder takes
     python bench/paraphrase.py --out bench/RESULTS-paraphrase.md
 """
@@ -51,7 +58,8 @@ from _machine import cpu_name
 from tiermem import Fact, MemoryContext, create_memory_capability
 from tiermem.memory._embedders import resolve_embedder
 from tiermem.memory._text import STOP_WORDS, words
-from tiermem.memory.testing import FrozenClock
+from tiermem.memory._tiers import embedded_text
+from tiermem.memory.testing import FrozenClock, Lexicon
 
 warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
 
@@ -87,12 +95,28 @@ def stores(pairs: Sequence[dict[str, str]], filler: Sequence[str], size: int) ->
     return out
 
 
-def write_facts(mem: Any, user: str, texts: Sequence[str], vectors: np.ndarray) -> None:
+def keyed_text(fact: Fact) -> str:
+    """The rejected alternative to :func:`embedded_text`: the text with its keys (``--embed-keys``)."""
+    return f"{fact.text} (keys: {', '.join(fact.keys)})" if fact.keys else fact.text
+
+
+def write_facts(
+    mem: Any, user: str, texts: Sequence[str], embedder: Any, lexicon: Lexicon | None, *, embed_keys: bool = False
+) -> None:
+    """The memories as facts (with the lexicon's keys when given), stored with the vectors of their embedded text."""
     ctx = MemoryContext(namespace=NAMESPACE, user_id=user)
     facts = [
-        Fact.new(ctx, subject="user", text=t, now=START + timedelta(minutes=i), provenance=(f"m{i}",))
+        Fact.new(
+            ctx,
+            subject="user",
+            text=t,
+            now=START + timedelta(minutes=i),
+            provenance=(f"m{i}",),
+            keys=lexicon.keys(t) if lexicon else (),
+        )
         for i, t in enumerate(texts)
     ]
+    vectors = embedder.embed([(keyed_text if embed_keys else embedded_text)(f) for f in facts])
     for at in range(0, len(facts), 2000):
         mem.store.upsert("facts", facts[at : at + 2000], vectors[at : at + 2000])
 
@@ -124,6 +148,8 @@ def run_size(
     unrelated: Sequence[str],
     filler: Sequence[str],
     recall: dict[str, Any] | None = None,
+    lexicon: Lexicon | None = None,
+    embed_keys: bool = False,
 ) -> tuple[dict[str, Tally], float, list[float]]:
     tallies = {name: Tally() for name in ("tiermem", "dense", "bm25")}
     latencies: list[float] = []
@@ -139,8 +165,7 @@ def run_size(
         groups = stores(pairs, filler, size)
         for g, (_, texts) in enumerate(groups):
             t0 = time.perf_counter()
-            vectors = embedder.embed(list(texts))
-            write_facts(mem, f"u{g}", texts, vectors)
+            write_facts(mem, f"u{g}", texts, embedder, lexicon, embed_keys=embed_keys)
             build += time.perf_counter() - t0
         mem.store.optimize(cleanup_older_than=timedelta(0))
         for g, (idx, texts) in enumerate(groups):
@@ -163,10 +188,10 @@ def run_size(
                     tallies[name].hit1 += r < 1
                     tallies[name].hit3 += r < 3
             for cue in unrelated:
-                found = mem.search.recall(ctx, cue, limit=10, tiers=None, subject=None)
+                returned = mem.search.recall(ctx, cue, limit=10, tiers=None, subject=None)
                 scores = bm25.get_scores([w for w in words(cue) if w not in STOP_WORDS])
                 for name, count in (
-                    ("tiermem", len(found)),
+                    ("tiermem", len(returned)),
                     ("dense", min(10, len(texts))),
                     ("bm25", int((scores > 0).sum())),
                 ):
@@ -181,16 +206,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--embedder", default=None, help="embedder name for resolve_embedder (default: the default)")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="memories per store")
     parser.add_argument("--recall", default=None, help="ranking overrides as JSON, e.g. '{\"session_weight\": 0}'")
+    parser.add_argument("--keys", default=None, help="lexicon JSON: memories carry the scripted fake's retrieval keys")
+    parser.add_argument("--embed-keys", action="store_true", help="with --keys: embed 'text (keys: ...)' instead")
     parser.add_argument("--out", default=None, help="write the markdown report here")
     args = parser.parse_args(argv)
     pairs, unrelated, filler = load()
     embedder = resolve_embedder(args.embedder)
     recall = json.loads(args.recall) if args.recall else None
+    lexicon = Lexicon.load(args.keys) if args.keys else None
     started = datetime.now(UTC)
     rows: list[str] = []
     all_latencies: list[float] = []
     for size in args.sizes:
-        tallies, build, latencies = run_size(size, embedder, pairs, unrelated, filler, recall)
+        tallies, build, latencies = run_size(size, embedder, pairs, unrelated, filler, recall, lexicon, args.embed_keys)
         all_latencies += latencies
         for name, tally in tallies.items():
             rows.append(f"| {size} | {name} | {tally.row()} |")

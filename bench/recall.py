@@ -11,8 +11,13 @@ Measured: ``MemoryCapability.recall_sync(ctx, query, limit=10, tiers=["semantic"
 queries after a warm-up, query embedding included (the embedder that wrote the store, the default
 unless ``--embedder``); and the same with an embedder wrapper that returns precomputed query
 vectors, to show the search alone.
-Baseline: numpy brute-force cosine top-10 (argpartition) over the same user's vectors held in
-memory as one float32 matrix. A breakdown times the store calls recall makes, one by one.
+Baselines, both over the same user's rows held in memory and written here as plain references:
+numpy brute-force cosine top-10 (argpartition) over one float32 matrix; and a hybrid, the same
+cosine top-30 plus an in-memory BM25 top-30 (postings per term in a dict, numpy scoring) merged,
+which is what recall's candidate searches do. A breakdown times the store calls recall makes,
+one by one, and LanceDB's own full-text search in several settings (pre- vs post-filter,
+``fast_search``, output columns, limit), next to the cached words. Memory held per cached user
+(vectors and records; texts and BM25 index) is reported.
 
 Also: embedder throughput (texts/s, 10k texts, batches of 256, median of 3) for the default
 static embedder, the hashing embedder and two numpy-only references.
@@ -21,6 +26,7 @@ Usage (from the repo root):
     python bench/recall.py                         # full run (~2-4 min on 2 cores)
     python bench/recall.py --quick                 # smoke run (stores of 10k rows)
     python bench/recall.py --out bench/RESULTS-recall.md
+    python bench/recall.py --keep /tmp/stores --reuse   # build once, measure again
 """
 
 from __future__ import annotations
@@ -50,11 +56,16 @@ from _synthetic import fact_batches, queries
 
 import tiermem as memory
 from tiermem.memory._embedders import resolve_embedder
+from tiermem.memory._filters import fts_cue
 from tiermem.memory._recall import BACKGROUND
-from tiermem.memory._store import Store, Where
+from tiermem.memory._store import Store, Where, _fts_query
+from tiermem.memory._text import content_terms
 
 NAMESPACE = "bench"
-AIM_MS = 25.0
+AIM_MS = 25.0  # (c): query embedding included, 10k items in a 100k-row store
+AIM_SEARCH_MS = {1: 10.0, 2: 30.0}  # (a), (b): query embedding excluded, by scenario index (10k, 100k)
+AIM_RATIO = 5.0  # ... and at most this many times the in-memory hybrid baseline
+POOL = 30  # candidates per search, as recall asks for limit=10
 # optimize(cleanup_older_than=0) warns about concurrent readers; nothing else reads these temp stores.
 warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
 
@@ -167,9 +178,13 @@ def owners_for(total: int, targets: list[tuple[str, int]], others: int) -> list[
     return targets + [(f"other-{i:03d}", per + (1 if i < extra else 0)) for i in range(others)]
 
 
-def build_store(path: str, owners: list[tuple[str, int]], embedder: memory.Embedder, *, seed: int) -> BuiltStore:
+def build_store(
+    path: str, owners: list[tuple[str, int]], embedder: memory.Embedder, *, seed: int, reuse: bool = False
+) -> BuiltStore:
     start = time.perf_counter()
     store = Store(path, embedder_id=embedder.id, dimensions=embedder.dimensions)
+    if reuse and (rows := store.count("facts")) == sum(n for _, n in owners):
+        return BuiltStore(path=path, rows=rows, users=len(owners), seconds=0.0)
     rows = 0
     for facts in fact_batches(owners, namespace=NAMESPACE, seed=seed, batch=5000):
         store.upsert("facts", facts, embedder.embed([f.text for f in facts]))
@@ -203,9 +218,16 @@ class Result:
     recall_ms: list[float]
     embedded_ms: list[float]
     base_ms: list[float]
+    hybrid_ms: list[float]
     breakdown: dict[str, list[float]]
+    lance: dict[str, tuple[list[float], float, float]]  # setting -> times, mean hits in scope, overlap
     returned: float
     overlap: float
+    text_overlap: float
+    vector_bytes: int
+    lexical_bytes: int
+    parsed_bytes: int
+    first_text_ms: float
 
 
 def user_matrix(store: Store, user_id: str) -> tuple[np.ndarray, list[str]]:
@@ -221,6 +243,74 @@ def brute_force_top(matrix: np.ndarray, query: np.ndarray, k: int = 10) -> np.nd
     k = min(k, len(scores))
     top = np.argpartition(-scores, k - 1)[:k]
     return top[np.argsort(-scores[top])]
+
+
+class PlainBM25:
+    """Reference BM25 over a list of texts (k1 1.2, b 0.75): postings per term as numpy arrays in a dict.
+
+    Analysed with the project's tokenizer and stemmer (``content_terms``) so it does the same work
+    per query as the store's cached words, without their bookkeeping (filters, updates, two columns).
+    """
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        postings: dict[str, dict[int, int]] = {}
+        lengths = np.zeros(len(texts), dtype=np.float32)
+        for doc, text in enumerate(texts):
+            words = content_terms(text)
+            lengths[doc] = len(words)
+            for word in words:
+                counts = postings.setdefault(word, {})
+                counts[doc] = counts.get(doc, 0) + 1
+        self.count = len(texts)
+        self.norm = 1.2 * (0.25 + 0.75 * lengths / max(float(lengths.mean()), 1.0))
+        self.postings = {
+            w: (np.fromiter(c.keys(), np.int64, len(c)), np.fromiter(c.values(), np.float32, len(c)))
+            for w, c in postings.items()
+        }
+
+    def top(self, cue: str, k: int) -> np.ndarray:
+        scores = np.zeros(self.count, dtype=np.float32)
+        for word in dict.fromkeys(content_terms(cue)):
+            if word in self.postings:
+                docs, tf = self.postings[word]
+                idf = np.log(1.0 + (self.count - len(docs) + 0.5) / (len(docs) + 0.5))
+                scores[docs] += idf * tf * 2.2 / (tf + self.norm[docs])
+        hits = np.flatnonzero(scores)
+        if len(hits) > k:
+            hits = hits[np.argpartition(-scores[hits], k - 1)[:k]]
+        return hits[np.argsort(-scores[hits])]
+
+
+def hybrid_top(matrix: np.ndarray, bm25: PlainBM25, query: np.ndarray, cue: str, k: int = POOL) -> list[int]:
+    """The in-memory hybrid reference: cosine top-k and BM25 top-k, merged (what recall's candidates are)."""
+    return list(dict.fromkeys([*brute_force_top(matrix, query, k).tolist(), *bm25.top(cue, k).tolist()]))
+
+
+def lance_settings(store: Store, where: Where) -> dict[str, Callable[[str], list[str]]]:
+    """LanceDB's own full-text search of one user, in the settings worth trying; each returns hit ids in scope."""
+    table = store.table("facts")
+    user = where.eq["user_id"]
+
+    def run(
+        *, prefilter: bool = True, fast: bool = False, columns: Sequence[str], limit: int
+    ) -> Callable[[str], list[str]]:
+        def search(cue: str) -> list[str]:
+            q = table.search(_fts_query(fts_cue(cue)), query_type="fts")
+            if fast:
+                q = q.fast_search()
+            rows = q.where(where.sql(), prefilter=prefilter).select([*columns, "user_id"]).limit(limit).to_list()
+            return [r["id"] for r in rows if r["user_id"] == user][:POOL]
+
+        return search
+
+    full = ["id", "record", "vector"]
+    return {
+        "prefilter, record+vector (as today)": run(columns=full, limit=POOL),
+        "prefilter, ids only": run(columns=["id"], limit=POOL),
+        "prefilter + fast_search, ids only": run(fast=True, columns=["id"], limit=POOL),
+        "postfilter, limit 30, ids only": run(prefilter=False, columns=["id"], limit=POOL),
+        "postfilter, limit 300, ids only": run(prefilter=False, columns=["id"], limit=10 * POOL),
+    }
 
 
 def run_scenario(
@@ -251,18 +341,40 @@ def run_scenario(
     if len(ids) != scenario.items:
         raise RuntimeError(f"{scenario.user_id} has {len(ids)} facts in the store, expected {scenario.items}")
     base_ms = time_calls(lambda q: brute_force_top(matrix, wrapper.vector(q)), qs, warmup)
+    bm25 = PlainBM25(user_texts(cap.store, scenario.user_id, ids))
+    hybrid_ms = time_calls(lambda q: hybrid_top(matrix, bm25, wrapper.vector(q), q), qs, warmup)
 
     # Breakdown: the store calls recall_sync makes for one tier, each timed alone.
     store = cap.store
     where = Where(eq=cap.tiers.scope(ctx), isin={"status": ["active"]})
-    pool = 30
+    pool = POOL
+    key = ("facts", NAMESPACE, scenario.user_id)
+    block = store._vectors.peek(key)
+    if block is None or block.lexical is None:
+        raise RuntimeError("recall did not leave the user's vectors and words cached")
+    vector_bytes, lexical_bytes, parsed_bytes = block.vector_bytes, block.lexical_bytes, block.parsed_bytes
+    # The first full-text search of a user (or after another process wrote): load and index their rows.
+    fresh = Store(store.uri, embedder_id=store.embedder_id, dimensions=store.dimensions)
+    t0 = time.perf_counter()
+    fresh.text_search("facts", qs[0], where, limit=pool)
+    first_text_ms = (time.perf_counter() - t0) * 1e3
     breakdown = {
         "aliases query": time_calls(lambda q: cap.tiers.aliases(ctx), qs, warmup),
         "vector_search (30)": time_calls(
             lambda q: store.vector_search("facts", wrapper.vector(q), where, limit=pool), qs, warmup
         ),
-        "text_search (30)": time_calls(lambda q: store.text_search("facts", q, where, limit=pool), qs, warmup),
+        "text_search (30, cached words)": time_calls(
+            lambda q: store.text_search("facts", q, where, limit=pool), qs, warmup
+        ),
     }
+    cached = {q: [h.record.id for h in store.text_search("facts", q, where, limit=pool)] for q in qs[warmup:]}
+    lance: dict[str, tuple[list[float], float, float]] = {}
+    for name, search in lance_settings(store, where).items():
+        found: dict[str, list[str]] = {}
+        times = time_calls(_recording(search, found), qs, warmup)
+        hits = statistics.fmean(len(found[q]) for q in qs[warmup:])
+        same = statistics.fmean(_jaccard(found[q], cached[q]) for q in qs[warmup:])
+        lance[name] = (times, hits, same)
 
     # Sanity: share of vector_search's top-10 scoring at least the brute-force 10th-best cosine
     # (by score, not by id: synthetic texts repeat, so equal vectors tie and either id is right).
@@ -278,10 +390,39 @@ def run_scenario(
         recall_ms=recall_ms,
         embedded_ms=embedded_ms,
         base_ms=base_ms,
+        hybrid_ms=hybrid_ms,
         breakdown=breakdown,
+        lance=lance,
         returned=statistics.fmean(returned[warmup:]),
         overlap=statistics.fmean(overlaps),
+        text_overlap=lance["prefilter, record+vector (as today)"][2],
+        vector_bytes=vector_bytes,
+        lexical_bytes=lexical_bytes,
+        parsed_bytes=parsed_bytes,
+        first_text_ms=first_text_ms,
     )
+
+
+def user_texts(store: Store, user_id: str, ids: Sequence[str]) -> list[str]:
+    """The user's searchable texts, in the order of ``ids`` (both columns, as full-text search reads them)."""
+    where = Where(eq={"namespace": NAMESPACE, "user_id": user_id}, isin={"status": ["active"]})
+    rows = store.table("facts").search().where(where.sql()).select(["id", "text", "context"]).limit(None).to_list()
+    by_id = {r["id"]: f"{r['text']} {r['context']}" for r in rows}
+    return [by_id[i] for i in ids]
+
+
+def _recording(search: Callable[[str], list[str]], found: dict[str, list[str]]) -> Callable[[str], object]:
+    """``search``, keeping what it returned per query."""
+
+    def call(cue: str) -> object:
+        found[cue] = search(cue)
+        return found[cue]
+
+    return call
+
+
+def _jaccard(a: Sequence[str], b: Sequence[str]) -> float:
+    return len(set(a) & set(b)) / len(set(a) | set(b)) if a or b else 1.0
 
 
 def throughput(embedder: object, texts: list[str], *, batch: int = 256, runs: int = 3) -> float:
@@ -325,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=10, help="untimed queries first")
     parser.add_argument("--out", type=Path, default=None, help="also write the markdown report here")
     parser.add_argument("--keep", type=Path, default=None, help="build the stores here and keep them")
+    parser.add_argument("--reuse", action="store_true", help="with --keep: use stores already built there")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--embedder", default=None, help="embedder name (default: the default embedder)")
     args = parser.parse_args(argv)
@@ -358,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         shared_owners = owners_for(total, [("target-small", sizes[0]), ("target-medium", sizes[1])], others=98)
         built = {
-            "shared": build_store(str(root / "shared"), shared_owners, embedder, seed=args.seed),
+            "shared": build_store(str(root / "shared"), shared_owners, embedder, seed=args.seed, reuse=args.reuse),
         }
         print(
             f"built shared store: {built['shared'].rows} rows, {built['shared'].users} users, "
@@ -366,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         built["single"] = build_store(
-            str(root / "single"), [("target-large", sizes[2])], embedder, seed=args.seed + 100
+            str(root / "single"), [("target-large", sizes[2])], embedder, seed=args.seed + 100, reuse=args.reuse
         )
         print(f"built single-user store: {built['single'].rows} rows, {built['single'].seconds:.1f}s", flush=True)
 
@@ -381,7 +523,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{sc.label}: recall p50 {pct(r.embedded_ms, 50):.2f} ms p95 {pct(r.embedded_ms, 95):.2f} ms "
                 f"(query embedded); search alone p50 {pct(r.recall_ms, 50):.2f} ms p95 {pct(r.recall_ms, 95):.2f} ms; "
-                f"baseline p50 {pct(r.base_ms, 50):.3f} ms",
+                f"cosine baseline p50 {pct(r.base_ms, 50):.3f} ms; hybrid baseline p50 {pct(r.hybrid_ms, 50):.3f} "
+                f"p95 {pct(r.hybrid_ms, 95):.3f} ms",
                 flush=True,
             )
             results.append(r)
@@ -412,39 +555,107 @@ def main(argv: list[str] | None = None) -> int:
         "Stores: the small and medium users share one store with "
         f"{len(shared_owners) - 2} other users (rows interleaved); the large user fills a store alone. "
         "Written with `Store.upsert('facts', ...)` in batches of 5,000, then one `Store.optimize()`.",
-        "Baseline: numpy brute force over the same user's vectors held in memory (float32 matrix, "
-        "`matrix @ q`, argpartition top-10, sorted).",
+        "Baselines (plain references written in the bench, over the same user's rows in memory): *cosine*, "
+        "numpy brute force (float32 matrix, `matrix @ q`, argpartition top-10, sorted); *hybrid*, cosine top-30 "
+        "plus a BM25 top-30 (postings per term in a dict, numpy scoring, the project's tokenizer) merged: "
+        "the candidate searches recall makes, without the store. Ratios are search alone over the hybrid.",
         "",
         "| scenario | rows in store | user items | p50 ms | p95 ms | search alone p50 ms | search alone p95 ms "
-        "| mean ms | baseline p50 ms | baseline p95 ms | ratio p50 | ratio p95 |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| mean ms | cosine baseline p50 / p95 ms | hybrid baseline p50 ms | hybrid baseline p95 ms "
+        "| ratio p50 | ratio p95 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
-        p50, p95, b50, b95 = pct(r.recall_ms, 50), pct(r.recall_ms, 95), pct(r.base_ms, 50), pct(r.base_ms, 95)
+        p50, p95, h50, h95 = pct(r.recall_ms, 50), pct(r.recall_ms, 95), pct(r.hybrid_ms, 50), pct(r.hybrid_ms, 95)
         lines.append(
             f"| {r.scenario.label} | {r.rows:,} | {r.scenario.items:,} | {pct(r.embedded_ms, 50):.2f} | "
-            f"{pct(r.embedded_ms, 95):.2f} | {p50:.2f} | {p95:.2f} | "
-            f"{statistics.fmean(r.embedded_ms):.2f} | {b50:.3f} | {b95:.3f} | {p50 / b50:.0f}x | {p95 / b95:.0f}x |"
+            f"{pct(r.embedded_ms, 95):.2f} | {p50:.2f} | {p95:.2f} | {statistics.fmean(r.embedded_ms):.2f} | "
+            f"{pct(r.base_ms, 50):.3f} / {pct(r.base_ms, 95):.3f} | {h50:.3f} | {h95:.3f} | "
+            f"{p50 / h50:.1f}x | {p95 / h95:.1f}x |"
+        )
+    quick = " (quick run: smaller stores, the aims apply to the full run.)" if args.quick else ""
+
+    def verdict(ok: bool) -> str:
+        return "**MET**" if ok else "**NOT MET**"
+
+    lines += ["", "Aims (issues 10 and 15)" + quick + ":", ""]
+    for letter, index in (("a", 1), ("b", 2)):
+        r = results[index]
+        p95, h95 = pct(r.recall_ms, 95), pct(r.hybrid_ms, 95)
+        lines.append(
+            f"- ({letter}) {r.scenario.items:,} items for one user in a {r.rows:,}-row store, query embedding "
+            f"excluded: p95 <= {AIM_SEARCH_MS[index]:.0f} ms and <= {AIM_RATIO:.0f}x the hybrid baseline: "
+            f"{verdict(p95 <= AIM_SEARCH_MS[index] and p95 <= AIM_RATIO * h95)} "
+            f"(p95 {p95:.2f} ms, {p95 / h95:.1f}x; {verdict(p95 <= AIM_SEARCH_MS[index])} on time, "
+            f"{verdict(p95 <= AIM_RATIO * h95)} on the ratio)"
         )
     medium = results[1]
-    met = pct(medium.embedded_ms, 95) < AIM_MS
     lines += [
-        "",
-        f"Aim (issue): recall p95 under {AIM_MS:.0f} ms at {sizes[1]:,} items for one user in a {total:,}-row store, "
-        f"query embedding included: **{'MET' if met else 'NOT MET'}** "
-        f"(p95 {pct(medium.embedded_ms, 95):.2f} ms)."
-        + (" (quick run: smaller stores, the aim applies to the full run.)" if args.quick else ""),
+        f"- (c) {sizes[1]:,} items in a {total:,}-row store, query embedding included: p95 <= {AIM_MS:.0f} ms: "
+        f"{verdict(pct(medium.embedded_ms, 95) <= AIM_MS)} (p95 {pct(medium.embedded_ms, 95):.2f} ms)",
+        "- (d) memory per cached user: see below.",
         "",
         "## Where the time goes (each store call timed alone, same queries)",
         "",
         "| scenario | "
         + " | ".join(f"{k} p50 / p95 ms" for k in results[0].breakdown)
-        + " | items returned (mean) | vector_search recall@10 vs brute force |",
-        "| --- | " + " | ".join("---:" for _ in results[0].breakdown) + " | ---: | ---: |",
+        + " | items returned (mean) | vector_search recall@10 vs brute force "
+        "| cached words vs LanceDB FTS top-30 (Jaccard) | first text_search of a user ms |",
+        "| --- | " + " | ".join("---:" for _ in results[0].breakdown) + " | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
         cells = [f"{pct(v, 50):.2f} / {pct(v, 95):.2f}" for v in r.breakdown.values()]
-        lines.append(f"| {r.scenario.label} | " + " | ".join(cells) + f" | {r.returned:.1f} | {r.overlap:.0%} |")
+        lines.append(
+            f"| {r.scenario.label} | "
+            + " | ".join(cells)
+            + f" | {r.returned:.1f} | {r.overlap:.0%} | {r.text_overlap:.0%} | {r.first_text_ms:.0f} |"
+        )
+    lines += [
+        "",
+        "The cached words (`memory/_lexical.py`) analyse text as LanceDB's index does (runs of letters and "
+        "digits, accents folded, Snowball English stems; the project's stop words) and score BM25 with the "
+        "user's own statistics (document frequencies and lengths of the user's rows), where LanceDB's index "
+        "uses the whole table's: on a shared table scores differ a little. The synthetic facts repeat (many "
+        "rows tie on score), so which tied rows fill the last places of a top-30 differs between the two and "
+        "the overlap understates agreement; on one user's store the scores agree "
+        "(`tests/memory/test_lexical_cache.py`), and LoCoMo R@10 through either was the same in an A/B on one "
+        "ingest (dev 80.9, disjoint slice 47.4). "
+        "The first text search of a user loads and indexes their rows once (as the first vector search loads "
+        "their vectors); later writes of this process update the index in place, another process's write "
+        "or a compaction makes the next search load again.",
+        "",
+        "## LanceDB full-text search of one user, tuned (30 candidates)",
+        "",
+        "Each setting timed on the same queries; *hits in scope* is the mean number of the user's rows returned "
+        "(a post-filter applies the user filter after the limit), *same as cached* the Jaccard overlap with the "
+        "cached words' top-30.",
+        "",
+        "| scenario | setting | p50 ms | p95 ms | hits in scope (mean) | same as cached |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        for name, (times, hits, same) in r.lance.items():
+            lines.append(
+                f"| {r.scenario.label} | {name} | {pct(times, 50):.2f} | {pct(times, 95):.2f} | {hits:.1f} | "
+                f"{same:.0%} |"
+            )
+    lines += [
+        "",
+        "## Memory held per cached user",
+        "",
+        "What the store's cache (`vector_cache_bytes`, default 256 MiB, least recently used users dropped "
+        "beyond it) holds for one user, as its budget counts it.",
+        "",
+        "| scenario | vectors + records + filters MiB | texts + BM25 index MiB | parsed records (up to 1,024) MiB "
+        "| total MiB | bytes per item |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        total_bytes = r.vector_bytes + r.lexical_bytes + r.parsed_bytes
+        lines.append(
+            f"| {r.scenario.label} | {r.vector_bytes / 2**20:.1f} | {r.lexical_bytes / 2**20:.1f} | "
+            f"{r.parsed_bytes / 2**20:.1f} | {total_bytes / 2**20:.1f} | {total_bytes / r.scenario.items:,.0f} |"
+        )
     lines += [
         "",
         "## Embedder throughput",

@@ -38,7 +38,8 @@ async def run_consolidation(mem: MemorySystem, now: datetime | None = None) -> d
 async def run_digests(mem: MemorySystem, now: datetime | None = None) -> dict[str, Any]:
     """Rewrite the digest of every user whose facts changed since their last digest.
 
-    A fact the digest was written from that is superseded, archived or forgotten makes it stale too.
+    A fact the digest was written from that is superseded, archived or forgotten makes it stale too;
+    ``digest`` itself decides (and makes no model call for an unchanged user).
     """
     report: dict[str, Any] = {"users": 0, "written": 0, "unchanged": 0, "deferred": 0}
     if mem.capability.digest_options is None:
@@ -47,15 +48,9 @@ async def run_digests(mem: MemorySystem, now: datetime | None = None) -> dict[st
     for namespace, user in scopes:
         ctx = MemoryContext(namespace=namespace, user_id=user)
         report["users"] += 1
-        facts = await run_blocking(mem.tiers.facts, ctx)
-        latest = await run_blocking(mem.tiers.latest_digest, ctx)
-        # Unchanged only if no fact came, went or changed, and every fact it was written from is still active.
-        stale = latest is not None and not set(latest.provenance) <= {f.id for f in facts}
-        if latest is not None and not stale and latest.metadata.get("fingerprint") == mem.fact_fingerprint(facts):
-            report["unchanged"] += 1
-            continue
         result = await mem.digest(ctx)
-        report["written"] += int(result.digest is not None)
+        report["unchanged"] += int(result.unchanged)
+        report["written"] += int(result.digest is not None and not result.unchanged)
         report["deferred"] += int(result.deferred)
     log.info("digests: %s", report)
     return report

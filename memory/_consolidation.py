@@ -11,7 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from tiermem.pipelines import StageModel, consolidate_episodes, write_digest
+from tiermem.pipelines import (
+    PROVISIONAL,
+    StageModel,
+    consolidate_episodes,
+    encode_and_consolidate,
+    write_digest,
+)
 
 from ._blocking import run_blocking
 from ._capability import MemoryCapability
@@ -20,13 +26,13 @@ from ._errors import EmbedderError, ModelError, error_kind
 from ._governance import carry_pins
 from ._identity import fact_set_fingerprint, lease_key
 from ._leases import Leases
-from ._records import Episode, Fact, MemoryContext
+from ._records import Digest, Edge, Episode, Fact, MemoryContext, Turn
 from ._results import ConsolidationResult, DigestResult
 from ._retries import NO_ERROR, RetryPolicy, blocked, due, model_config
 from ._sessions import held
 from ._tiers import embedded_text
 
-__all__ = ["Consolidation"]
+__all__ = ["Consolidation", "digest_current"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,24 @@ def _extension(episode: Episode) -> Episode:
     """An extended episode as the consolidator sees it: only the summary of the turns added since it was
     consolidated (the rest would propose again what was consolidated)."""
     return episode.model_copy(update={"summary": str(episode.metadata["extension"])})
+
+
+def _summarised(episode: Episode, written: Episode) -> Episode:
+    """``episode`` with the summary the combined stage wrote (``written`` is the episode as shown: an extended
+    one's extension only, whose summary is appended to what was consolidated before)."""
+    if not episode.metadata.get(PROVISIONAL) or written.metadata.get(PROVISIONAL):
+        return episode  # not provisional, or the model left it out: its summary stays (and its mark)
+    extension = str(episode.metadata.get("extension", ""))
+    summary, salience = written.summary, written.salience
+    if extension:
+        base = episode.summary.removesuffix(extension).rstrip()
+        summary, salience = f"{base} {summary}".strip(), max(episode.salience, salience)
+    # Ordered as re-encoding would have them: an extension's after the episode's, else the encoder's first.
+    pair = (episode.subjects, written.subjects) if extension else (written.subjects, episode.subjects)
+    subjects = tuple(dict.fromkeys([*pair[0], *pair[1]]))
+    return episode.model_copy(
+        update={"summary": summary, "subjects": subjects, "salience": salience, "metadata": written.metadata}
+    )
 
 
 class Consolidation:
@@ -68,6 +92,15 @@ class Consolidation:
                 found[fact.id] = fact
         return list(found.values())
 
+    def _unconsolidated_turns(self, ctx: MemoryContext, batch: Sequence[Episode]) -> list[Turn]:
+        """The turns of the batch's provisional episodes that no consolidation has seen (blocking)."""
+        turns: list[Turn] = []
+        for episode in (e for e in batch if e.metadata.get(PROVISIONAL)):
+            seen = set(episode.metadata.get("consolidated_turns", []))
+            ids = [t for t in episode.provenance if t not in seen]
+            turns += self.tiers.session_turns(ctx, episode.session_id, ids=ids) if ids else []
+        return turns
+
     async def consolidate(
         self, ctx: MemoryContext, *, batch_size: int = 4, due_only: bool = False, include_parked: bool = False
     ) -> ConsolidationResult:
@@ -99,12 +132,23 @@ class Consolidation:
             shown = [_extension(e) if e.metadata.get("extension") else e for e in batch]
             # Facts are dated by their evidence: an imported history's facts carry its dates.
             now = max(e.ended_at for e in batch) if all(e.metadata.get("dated") for e in batch) else self.clock.now()
+            summarised = list(batch)  # as written once consolidated: with the model's summaries, if asked for
             try:
-                plan = await consolidate_episodes(
-                    self.stages, ctx=ctx, episodes=shown, observations=observed, existing=existing, user_names=names,
-                    aliases=aliases, relations=self.relations.options, now=now,
-                    known_subjects=await run_blocking(self.tiers.known_subjects, ctx),
-                )  # fmt: skip
+                known = await run_blocking(self.tiers.known_subjects, ctx)
+                if any(e.metadata.get(PROVISIONAL) for e in batch):  # one call summarises and consolidates
+                    encoded = await encode_and_consolidate(
+                        self.stages, ctx=ctx, episodes=shown, observations=observed, existing=existing,
+                        user_names=names, aliases=aliases, relations=self.relations.options, now=now,
+                        known_subjects=known, turns=await run_blocking(self._unconsolidated_turns, ctx, batch),
+                    )  # fmt: skip
+                    plan = encoded.plan
+                    summarised = [_summarised(e, w) for e, w in zip(batch, encoded.episodes, strict=True)]
+                else:
+                    plan = await consolidate_episodes(
+                        self.stages, ctx=ctx, episodes=shown, observations=observed, existing=existing,
+                        user_names=names, aliases=aliases, relations=self.relations.options, now=now,
+                        known_subjects=known,
+                    )  # fmt: skip
                 await run_blocking(
                     self.tiers.put_facts, carry_pins(list(plan.facts.values()))
                 )  # a pin outlives updates
@@ -131,9 +175,9 @@ class Consolidation:
                         },
                     }
                 )
-                for e in batch
+                for e in summarised
             ]  # fmt: skip
-            await run_blocking(self.tiers.put_episodes, done)
+            await run_blocking(self.tiers.put_episodes, done)  # re-embedded: an episode's vector is its summary
             result.episodes += len(batch)
             for name, value in plan.counts.items():
                 result.counts[name] = result.counts.get(name, 0) + value
@@ -145,22 +189,28 @@ class Consolidation:
         """Write the user's narrative digest from their active facts and current edges (one model call).
 
         Superseded facts and closed edges are not shown to the model: the digest states what holds now.
+        No call when nothing the latest digest was written from changed: it is returned, ``unchanged``.
         """
         options = self.capability.digest_options
         if options is None:
             return DigestResult(digest=None)
+        current = await self._current_digest(ctx)  # checked before the lease too: most users have no news
+        if current is not None:
+            return DigestResult(digest=current, unchanged=True)
         async with held(self.leases, lease_key("digest", ctx), holder=self.holder) as lease:
             if lease is None:
                 return DigestResult(digest=None, busy=True)
             facts = await run_blocking(self.tiers.facts, ctx)
             if not facts:
                 return DigestResult(digest=None)
+            edges = await run_blocking(self.relations.current_edges, ctx)  # empty when relations are off
+            previous = await run_blocking(self.tiers.latest_digest, ctx)
+            if digest_current(previous, facts, edges):  # another process wrote it while we waited
+                return DigestResult(digest=previous, unchanged=True)
             now = self.clock.now()
             ranked = sorted(facts, key=lambda f: (-self.capability.item(f, now).confidence, f.id))[: options.max_facts]
-            edges = await run_blocking(self.relations.current_edges, ctx)  # empty when relations are off
             aliases = await run_blocking(self.tiers.aliases, ctx)
             names = [name.title() for name, subject in aliases.items() if subject == "user"]
-            previous = await run_blocking(self.tiers.latest_digest, ctx)
             try:
                 text = await write_digest(
                     self.stages, facts=ranked, edges=edges, user_names=names,
@@ -169,8 +219,31 @@ class Consolidation:
             except (ModelError, EmbedderError) as exc:
                 log.warning("digest deferred (%s failure): %s", error_kind(exc), exc)
                 return DigestResult(digest=None, deferred=True, error=str(exc), exception=exc)
-            meta = {"fingerprint": fact_set_fingerprint(facts), "model": self.stages.name}
+            meta = {
+                "fingerprint": fact_set_fingerprint(facts), "edges": fact_set_fingerprint(edges),
+                "model": self.stages.name,
+            }  # fmt: skip
             written = await run_blocking(
                 self.tiers.set_digest, ctx, text, provenance=[f.id for f in ranked], metadata=meta
             )
             return DigestResult(digest=written)
+
+    async def _current_digest(self, ctx: MemoryContext) -> Digest | None:
+        """The latest digest when it is still current (see :func:`digest_current`), else None."""
+        latest = await run_blocking(self.tiers.latest_digest, ctx)
+        if latest is None:
+            return None
+        facts = await run_blocking(self.tiers.facts, ctx)
+        edges = await run_blocking(self.relations.current_edges, ctx)
+        return latest if digest_current(latest, facts, edges) else None
+
+
+def digest_current(latest: Digest | None, facts: Sequence[Fact], edges: Sequence[Edge]) -> bool:
+    """Whether ``latest`` still says what a rewrite would be given: no active fact came, went or changed since
+    (its fingerprint), every fact it was written from is still active (its provenance), and no current edge
+    changed (a digest written before edges were fingerprinted is judged on its facts)."""
+    if latest is None or not facts or latest.metadata.get("fingerprint") != fact_set_fingerprint(facts):
+        return False
+    if not set(latest.provenance) <= {f.id for f in facts}:
+        return False
+    return str(latest.metadata.get("edges", fact_set_fingerprint(edges))) == fact_set_fingerprint(edges)

@@ -1,10 +1,13 @@
 """Importing past conversations with their real dates: every turn through the pipeline, resumable.
 
-Each turn is captured with its own time (``capture(..., at=)``), so every record derived from it
-(working entries, the episode, facts and their validity, decay) is dated by the history, not by
-the import. Captures with a time are idempotent, sessions are ended and the user consolidated
-idempotently, so an import interrupted by a crash is finished by running it again: turns already
-journaled are skipped (``duplicates``), nothing is written twice.
+Each turn is journaled with its own time, so every record derived from it (working entries, the
+episode, facts and their validity, decay) is dated by the history, not by the import. A session's
+turns go through the bulk path (:mod:`._bulk`: a few commits per session, observations
+concurrent, ``concurrency`` model calls in flight); sessions end in order, and every full batch of
+pending episodes is consolidated while later sessions are still being observed, then the user is
+digested. Every step is idempotent and turns are named as ``capture(at=)`` names them, so an import
+interrupted by a crash is finished by running it again: turns already journaled are skipped
+(``duplicates``), nothing is written twice.
 """
 
 from __future__ import annotations
@@ -15,13 +18,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from ._bulk import Observer, import_session, settled
 from ._errors import InvalidArgumentError
 from ._records import MemoryContext, Message
-from ._results import CaptureResult, ConsolidationResult, DigestResult, SessionResult
+from ._results import ConsolidationResult, DigestResult, SessionResult
 from ._tiers import checked_context
 from ._transcripts import normalize_messages
 
 __all__ = ["Conversation", "HistoryProgress", "HistoryReport", "HistoryTurn", "import_conversations"]
+
+BATCH = 4
+"""Episodes per consolidation call (``consolidate``'s default batch)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,16 +75,6 @@ class HistoryReport:
 class _Pipeline(Protocol):
     keep_roles: frozenset[str]
 
-    async def capture(
-        self,
-        ctx: MemoryContext,
-        messages: Sequence[Any],
-        *,
-        metadata: Mapping[str, Any] | None = ...,
-        at: datetime | None = ...,
-        idempotency_key: str | None = ...,
-    ) -> CaptureResult: ...
-
     async def end_session(self, ctx: MemoryContext, session_id: str | None = None) -> SessionResult: ...
 
     async def consolidate(self, ctx: MemoryContext, *, batch_size: int = 4) -> ConsolidationResult: ...
@@ -121,10 +118,11 @@ def _conversation(raw: object, index: int, keep_roles: frozenset[str]) -> Conver
 
 async def import_conversations(
     pipeline: _Pipeline,
+    observer: Observer,
     ctx: MemoryContext,
     conversations: Iterable[Conversation | Mapping[str, Any]],
     *,
-    concurrency: int = 4,
+    concurrency: int = 8,
     on_progress: Callable[[HistoryProgress], None] | None = None,
     consolidate: bool = True,
 ) -> HistoryReport:
@@ -139,9 +137,22 @@ async def import_conversations(
     report = HistoryReport()
     total = sum(len(c.turns) for c in parsed)
     done = {"turns": 0, "conversations": 0}
-    gate = asyncio.Semaphore(concurrency)
+    sessions, calls = asyncio.Semaphore(concurrency), asyncio.Semaphore(concurrency)
+    ordered = sorted(parsed, key=lambda c: (c.turns[0].at.timestamp() if c.turns else 0.0, c.session_id))
+    # Sessions end in groups of BATCH, each group after the one before it is consolidated, so every
+    # consolidation sees the episodes of whole groups in order, whatever order their sessions finish in.
+    groups = [asyncio.Event() for _ in range(0, len(ordered), BATCH)]
+    left = [len(ordered[g : g + BATCH]) for g in range(0, len(ordered), BATCH)]
+    tiers = observer.tiers
+    # Fixed for the whole import (as when sessions are imported before any is consolidated), so what
+    # a turn is observed with does not depend on how far the import got.
+    aliases = await settled(asyncio.to_thread(tiers.aliases, ctx))
+    known = await settled(asyncio.to_thread(tiers.known_subjects, ctx))
+    waiting = {e.id for e in await settled(asyncio.to_thread(tiers.episodes, ctx, statuses=["pending"]))}
 
-    def progress() -> None:
+    def progress(turns: int = 0, conversations: int = 0) -> None:
+        done["turns"] += turns
+        done["conversations"] += conversations
         if on_progress is not None:
             on_progress(
                 HistoryProgress(
@@ -152,40 +163,53 @@ async def import_conversations(
                 )
             )
 
-    async def one(conversation: Conversation) -> None:
+    async def consolidated() -> None:
+        result = await settled(pipeline.consolidate(ctx, batch_size=BATCH))
+        report.consolidated += result.episodes
+        if result.error:
+            report.errors.append(f"consolidate: {result.error}")
+        if not result.busy:  # busy: another process consolidates; these stay pending for the next batch
+            waiting.clear()
+
+    async def one(index: int, conversation: Conversation) -> None:
         sctx = ctx.model_copy(update={"session_id": conversation.session_id})
-        async with gate:
-            for turn in conversation.turns:  # in order: each turn's context is the one before
-                result = await pipeline.capture(sctx, turn.messages, at=turn.at)
-                report.turns += 1
-                report.duplicates += result.duplicate
-                report.deferred += result.deferred
-                done["turns"] += 1
-                progress()
-            ended = await pipeline.end_session(sctx)
-            report.episodes += ended.episode is not None
-            report.deferred += ended.deferred
-            if ended.error:
-                report.errors.append(f"{conversation.session_id}: {ended.error}")
-            report.conversations += 1
-            done["conversations"] += 1
-            progress()
+        history = [(t.at, t.messages) for t in conversation.turns]
+        async with sessions:
+            imported = await import_session(
+                observer, sctx, history, calls=calls, aliases=aliases, known_subjects=known, on_turn=progress
+            )
+        report.turns += len(history)
+        report.duplicates += imported.duplicates
+        report.deferred += imported.deferred
+        group = index // BATCH
+        if group:  # a group of sessions ends once the groups before it are consolidated (see below)
+            await groups[group - 1].wait()
+        result = await settled(pipeline.end_session(sctx))
+        report.episodes += result.episode is not None
+        report.deferred += result.deferred
+        if result.error:
+            report.errors.append(f"{conversation.session_id}: {result.error}")
+        if consolidate and result.episode is not None and result.episode.status == "pending":
+            waiting.add(result.episode.id)
+        report.conversations += 1
+        progress(conversations=1)
+        left[group] -= 1
+        if not left[group]:  # the group's last end: a full batch is consolidated now, while later sessions
+            if consolidate and len(waiting) >= BATCH:  # are still observed, and in order, as one batch at the end
+                await consolidated()
+            groups[group].set()
 
     progress()
-    ordered = sorted(parsed, key=lambda c: (c.turns[0].at.timestamp() if c.turns else 0.0, c.session_id))
-    tasks = [asyncio.ensure_future(one(c)) for c in ordered]
+    tasks = [asyncio.ensure_future(one(i, c)) for i, c in enumerate(ordered)]
     try:
         finished, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in finished:
             task.result()  # the first failure, raised as itself
     finally:
         for task in tasks:
-            task.cancel()  # a failure stops the import; running it again resumes it
+            task.cancel()  # a failure stops the import (store work in flight lands first); a rerun resumes it
         await asyncio.gather(*tasks, return_exceptions=True)
     if consolidate and parsed:
-        result = await pipeline.consolidate(ctx)
-        report.consolidated = result.episodes
-        if result.error:
-            report.errors.append(f"consolidate: {result.error}")
-        await pipeline.digest(ctx)
+        await consolidated()
+        await settled(pipeline.digest(ctx))
     return report

@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -45,6 +45,13 @@ class EpisodicOptions(_Options):
 
     ttl: timedelta | None = Field(default=timedelta(days=365), description="Episodes older than this expire.")
     idle_after: timedelta = Field(default=timedelta(minutes=30), description="A session idle this long closes.")
+    encode: Literal["session", "consolidation"] = Field(
+        default="session",
+        description='When a model summarises an ended session: "session", one call of its own as the session ends; '
+        '"consolidation", in the consolidation call that also turns it into facts (one call per batch of episodes, '
+        "so short sessions cost fewer calls; until then the episode has a provisional, extractive summary: its most "
+        "salient observations).",
+    )
 
 
 class RelationsOptions(_Options):

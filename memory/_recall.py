@@ -61,6 +61,7 @@ class Candidate:
     lexical: float
     via_graph: float = 0.0
     context: str = ""  # text the full-text search also matched the memory by (a turn's previous turn)
+    keys: tuple[str, ...] = ()  # its retrieval keys: they rank a memory, never admit it (see rank)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -310,8 +311,12 @@ def rank(
     bm25 = np.array([c.lexical for c in candidates], dtype=np.float64)
     wanted = terms(cue)
     topics = wanted - _subject_terms(cue, candidates, aliases or {}) or wanted
-    covered = [terms(f"{c.item.text} {c.context}") for c in candidates]
+    said = [terms(f"{c.item.text} {c.context}") for c in candidates]
+    # A retrieval key ("nut" for peanuts) is a model's guess at a broader word: it counts as a shared
+    # word for the ranking, but a memory it alone connects to the cue must pass the meaning gate.
+    covered = [t | terms(" ".join(c.keys)) if c.keys else t for t, c in zip(said, candidates, strict=True)]
     coverage = np.array([len(wanted & t) / len(wanted) if wanted else 0.0 for t in covered], dtype=np.float64)
+    shares_word = np.array([bool(wanted & t) for t in said])
     topical = np.array([bool(topics & t) for t in covered], dtype=np.float64)
     scaled = bm25 / bm25.max() if bm25.max() > 0 else np.zeros_like(bm25)
     scaled *= topical
@@ -328,7 +333,7 @@ def rank(
     # The gate: an informative word of the cue, or a similarity no unrelated memory would reach;
     # and not far behind the best candidate.
     threshold = options.min_similarity if options.min_similarity is not None else related_similarity
-    plausible = ((coverage > 0) | (sims >= threshold)) & (relevance >= options.min_relevance * relevance.max())
+    plausible = (shares_word | (sims >= threshold)) & (relevance >= options.min_relevance * relevance.max())
     # Soft two-stage: a turn gains part of its session's match (the right conversation first, then
     # the right line in it), the session's match being its episode's or its best turn's, whichever
     # is higher; and part of the turn before it (answers reply to the question in the turn before).

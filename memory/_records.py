@@ -26,6 +26,7 @@ __all__ = [
     "Turn",
     "WorkingEntry",
     "mentions",
+    "retrieval_keys",
 ]
 
 Tier = Literal["working", "episodic", "semantic", "digest", "relation"]
@@ -43,6 +44,32 @@ def _check_id(value: str, what: str) -> str:
     if any(unicodedata.category(ch) in {"Cc", "Cs"} for ch in value):
         raise ValueError(f"{what} contains control characters")
     return value
+
+
+MAX_KEYS = 8
+"""Retrieval keys a memory keeps at most."""
+MAX_KEY_LENGTH = 40
+
+
+def retrieval_keys(values: object) -> tuple[str, ...]:
+    """``values`` as retrieval keys: lowercase, whitespace collapsed, deduplicated, at most :data:`MAX_KEYS`.
+
+    Keys come from a model, so a bad item (not a string, empty, too long, control characters) is
+    dropped instead of failing the whole answer; anything but a list or tuple gives no keys.
+    """
+    if not isinstance(values, list | tuple):
+        return ()
+    keys: dict[str, None] = {}
+    for value in values:
+        if not isinstance(value, str):
+            continue
+        key = " ".join(value.lower().split())
+        if not key or len(key) > MAX_KEY_LENGTH or any(unicodedata.category(ch) in {"Cc", "Cs"} for ch in key):
+            continue
+        keys[key] = None
+        if len(keys) == MAX_KEYS:
+            break
+    return tuple(keys)
 
 
 def _utc(value: datetime) -> datetime:
@@ -142,7 +169,15 @@ class WorkingEntry(_Record):
     updated_at: datetime = Field(description="Last change.")
     status: Literal["active", "overflow", "closed"] = Field(default="active", description="Lifecycle state.")
     provenance: tuple[str, ...] = Field(default=(), description="Turn ids it came from.")
+    keys: tuple[str, ...] = Field(
+        default=(), description="Retrieval keys: broader terms a later cue may use (searched, never shown)."
+    )
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
+
+    @field_validator("keys", mode="before")
+    @classmethod
+    def _keys(cls, value: object) -> tuple[str, ...]:
+        return retrieval_keys(value)
 
 
 class Episode(_Record):
@@ -198,7 +233,15 @@ class Fact(_Record):
         default=(), description="Turn ids it came from; a correction also names the fact it corrects."
     )
     pinned: bool = Field(default=False, description="Pinned by the user: never decays, archived or compacted away.")
+    keys: tuple[str, ...] = Field(
+        default=(), description="Retrieval keys: broader terms a later cue may use (searched, never shown)."
+    )
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
+
+    @field_validator("keys", mode="before")
+    @classmethod
+    def _keys(cls, value: object) -> tuple[str, ...]:
+        return retrieval_keys(value)
 
     @classmethod
     def new(
@@ -216,6 +259,7 @@ class Fact(_Record):
         reinforced_at: datetime | None = None,
         reinforcements: int = 0,
         pinned: bool = False,
+        keys: Iterable[str] = (),
     ) -> Fact:
         """A new active fact of ``scope``'s user, with its deterministic id (:func:`fact_id`).
 
@@ -236,6 +280,7 @@ class Fact(_Record):
             valid_from=valid_from,
             provenance=tuple(provenance),
             pinned=pinned,
+            keys=tuple(keys),
             metadata=dict(metadata or {}),
         )
 

@@ -71,6 +71,8 @@ class DigestResult(_Deferral):
     deferred: bool = False
     busy: bool = False
     """Another process holds this user's digest lease; nothing was done here."""
+    unchanged: bool = False
+    """Nothing the latest digest was written from changed: it is returned as it is, no model call made."""
     error: str | None = None
     exception: ModelError | EmbedderError | None = None
 

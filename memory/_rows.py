@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from ._records import Alias, Digest, Edge, Episode, Fact, Turn, WorkingEntry
 from ._vectors import COLUMNS
 
-__all__ = ["SPECS", "Hit", "TableName", "duplicate_losers", "per_user", "row", "unique"]
+__all__ = ["SPECS", "Hit", "TableName", "duplicate_losers", "per_user", "row", "search_context", "unique"]
 
 TableName = Literal["working", "episodes", "facts", "digests", "edges", "turns", "aliases"]
 R = TypeVar("R", bound=BaseModel)
@@ -54,6 +54,13 @@ def searchable_text(record: BaseModel) -> str:
     return str(text or "")
 
 
+def search_context(record: BaseModel) -> str:
+    """What full-text search also reads of a record besides its text, and never shows: a turn's previous
+    turn, a memory's retrieval keys."""
+    keys = " ".join(getattr(record, "keys", ()))
+    return f"{getattr(record, 'context', '')} {keys}".strip()
+
+
 def row(record: BaseModel, vector: np.ndarray | None) -> dict[str, Any]:
     """The row of one record: its filterable columns, its text for search, the record as JSON, its vector."""
     rec: Any = record  # every stored record has id, scope and created_at; the rest is per type
@@ -65,8 +72,9 @@ def row(record: BaseModel, vector: np.ndarray | None) -> dict[str, Any]:
         "subject": getattr(record, "subject", None) or getattr(record, "source", None),
         "status": getattr(record, "status", None) or "active",
         "text": searchable_text(record),
-        # Full-text search reads both columns: a turn is also found by the turn it replies to.
-        "context": f"{getattr(record, 'context', '')} {searchable_text(record)}".strip(),
+        # Full-text search reads both columns: a turn is also found by the turn it replies to,
+        # a memory by its retrieval keys.
+        "context": f"{search_context(record)} {searchable_text(record)}".strip(),
         "created_at": rec.created_at,
         "updated_at": getattr(record, "updated_at", None) or rec.created_at,
         "record": record.model_dump_json(),

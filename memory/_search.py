@@ -6,6 +6,8 @@ runs it off the event loop.
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -20,12 +22,14 @@ from ._options import RecallOptions
 from ._recall import Candidate, marked_past, named_subjects, rank, rank_without_cue, to_memory_item
 from ._records import MemoryContext, MemoryItem, RankedMemoryItem
 from ._relations import Relations
-from ._relevance import calibration
+from ._relevance import Calibration, calibration
 from ._store import TableName, Where
 from ._subjects import canonical_subject
 from ._tiers import Tiers, embedded_text, scope
 
 __all__ = ["SEARCH_TIERS", "Search", "SearchTier"]
+
+log = logging.getLogger(__name__)
 
 SearchTier = Literal["working", "episodic", "semantic", "digest"]
 # Where each tier is searched. The episodic tier is the sessions' episodes plus their turn log:
@@ -144,9 +148,7 @@ class Search:
                 if scoped is not None:
                     items += [self.item(r, now, session_seq) for r in store.query(table, scoped)]
             return rank_without_cue(items, now=now, options=self.options, limit=limit)
-        # Vectors are compared centered on the embedder's background (see _relevance).
-        calibrated = calibration(self.tiers.embedder)
-        query_vector = calibrated.query(self.tiers.embed([cue])[0])
+        meaning = self._meaning(cue)
         pool = max(limit * 3, 30)
         found: dict[tuple[str, str], Candidate] = {}
         # One full-text and one vector search per table, all in flight at once (LanceDB releases the GIL).
@@ -155,45 +157,65 @@ class Search:
             scoped = self._where(ctx, table, canon, allowed)
             if scoped is not None:
                 lexical_job = _SEARCHES.submit(store.text_search, table, cue, scoped, limit=pool)
-                vector_job = _SEARCHES.submit(store.vector_search, table, query_vector, scoped, limit=pool)
+                vector_job = (
+                    _SEARCHES.submit(store.vector_search, table, meaning[1], scoped, limit=pool) if meaning else None
+                )
                 searches.append((table, scoped, lexical_job, vector_job))
         searched = 0  # memories the vector searches compared: how high "unrelated" reaches
         for table, scoped, lexical_job, vector_job in searches:
             text_hits = lexical_job.result()
             lexical = {h.record.id: h.score for h in text_hits}
-            hits = {h.record.id: h for h in vector_job.result()}
+            hits = {h.record.id: h for h in (vector_job.result() if vector_job else [])}
             hits.update({h.record.id: h for h in text_hits})
-            searched += store.searched(table, scoped)
+            if meaning:
+                searched += store.searched(table, scoped)
             if not hits:
                 continue
-            similarity = calibrated.similarity(query_vector, np.stack([h.vector for h in hits.values()]))
+            vectors = np.stack([h.vector for h in hits.values()])
+            similarity = meaning[0].similarity(meaning[1], vectors) if meaning else np.zeros(len(hits))
             for (rid, hit), sim in zip(hits.items(), similarity, strict=True):
                 found[(table, rid)] = Candidate(
                     item=self.item(hit.record, now, session_seq),
                     similarity=float(sim),
                     lexical=lexical.get(rid, 0.0),
                     context=getattr(hit.record, "context", ""),
+                    keys=getattr(hit.record, "keys", ()),
                 )
+        query_vector = meaning[1] if meaning else None
         self._mark_past(ctx, query_vector, now, found, canon, allowed if "semantic" in chosen else {})
         named = named_subjects(cue, aliases)
         # Not under ``where``: a graph neighbour is linked to the cue, not to the turns the filter chose.
-        if self.relations.options is not None and canon is None and "semantic" in chosen and where is None:
+        graph = self.relations.options is not None and canon is None and "semantic" in chosen and where is None
+        if graph and query_vector is not None:
             self._expand_through_graph(ctx, query_vector, named, now, found)
         return rank(
             list(found.values()),
             now=now,
             options=self.options,
             cue=cue,
-            related_similarity=calibrated.threshold(searched, self.options.unrelated_rate),
+            # Without a meaning only shared words make a memory related.
+            related_similarity=meaning[0].threshold(searched, self.options.unrelated_rate) if meaning else math.inf,
             named=named,
             aliases=aliases,
             limit=limit,
         )
 
+    def _meaning(self, cue: str) -> tuple[Calibration, np.ndarray] | None:
+        """The embedder's calibration and the cue's vector, centered on its background (see _relevance).
+
+        None when the embedder fails: recall then goes by shared words alone rather than not at all.
+        """
+        try:
+            calibrated = calibration(self.tiers.embedder)
+            return calibrated, calibrated.query(self.tiers.embed([cue])[0])
+        except Exception as exc:  # any embedder, any failure (a local model, a remote API): recall still answers
+            log.warning("embedder %s failed (%s); recalling by full-text search only", self.tiers.embedder.id, exc)
+            return None
+
     def _mark_past(
         self,
         ctx: MemoryContext,
-        query_vector: np.ndarray,
+        query_vector: np.ndarray | None,
         now: datetime,
         found: dict[tuple[str, str], Candidate],
         subject: str | None,
@@ -216,6 +238,10 @@ class Search:
             return
         eq = scope(ctx) | ({"subject": subject} if subject is not None else {})
         where = Where(eq=eq, isin={"status": ["active"], "id": sorted(wanted)})
+        if query_vector is None:  # the embedder failed: the replacements, without a similarity
+            for record in self.tiers.store.query("facts", where):
+                found[("facts", record.id)] = Candidate(item=self.item(record, now), similarity=0.0, lexical=0.0)
+            return
         similarity = calibration(self.tiers.embedder).similarity
         for hit in self.tiers.store.vector_search("facts", query_vector, where, limit=len(wanted)):
             found[("facts", hit.record.id)] = Candidate(

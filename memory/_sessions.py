@@ -16,8 +16,9 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
+from typing import Literal
 
-from tiermem.pipelines import StageModel, encode_session
+from tiermem.pipelines import PROVISIONAL, StageModel, encode_session, provisional_episode
 
 from ._blocking import run_blocking
 from ._capture import Capture
@@ -96,6 +97,7 @@ class Sessions:
         leases: Leases,
         holder: str,
         retries: RetryPolicy,
+        encode: Literal["session", "consolidation"] = "session",
     ) -> None:
         self.tiers = tiers
         self.stages = stages
@@ -104,9 +106,13 @@ class Sessions:
         self.leases = leases
         self.holder = holder
         self.retries = retries
+        self.encode = encode
+        """``"session"``: one model call encodes the session when it ends; ``"consolidation"``: no call, the
+        episode is provisional (extractive) until the consolidation call summarises it."""
 
     async def end(self, ctx: MemoryContext, sid: str) -> SessionResult:
-        """Encode the session (one model call) and close its working memory; idempotent."""
+        """Encode the session (one model call, or none when encoding waits for consolidation) and close its
+        working memory; idempotent."""
         sctx = ctx.model_copy(update={"session_id": sid})
         async with (
             self.capture.locks.session(sctx),
@@ -151,15 +157,23 @@ class Sessions:
         # append them, so consolidation sees only what is new; else encode the whole session.
         part_turns = fresh if done and fresh else observed
         part_entries = [e for e in entries if not e.provenance or {t.id for t in part_turns} & set(e.provenance)]
-        try:
-            episode = await encode_session(
-                self.stages, ctx=ctx, session_id=sid, entries=part_entries, turns=part_turns,
-                user_names=names, aliases=aliases, now=now,
+        if self.encode == "consolidation":  # no call: the consolidation call writes the summary
+            episode = provisional_episode(
+                ctx=ctx, session_id=sid, entries=part_entries, turns=part_turns, user_names=names, aliases=aliases,
+                now=now,
             )  # fmt: skip
-        except (ModelError, EmbedderError) as exc:
-            return await self._deferred(ctx, sid, turns, existing, exc, now)
+        else:
+            try:
+                episode = await encode_session(
+                    self.stages, ctx=ctx, session_id=sid, entries=part_entries, turns=part_turns,
+                    user_names=names, aliases=aliases, now=now,
+                )  # fmt: skip
+            except (ModelError, EmbedderError) as exc:
+                return await self._deferred(ctx, sid, turns, existing, exc, now)
         if existing is not None and done and fresh:
             episode = _extended(existing, episode, observed)
+            if self.encode == "consolidation":
+                episode = episode.model_copy(update={"metadata": {**episode.metadata, PROVISIONAL: True}})
         if existing is not None and existing.pinned:
             episode = episode.model_copy(update={"pinned": True})
         if all(t.dated for t in observed):  # an import: its facts are dated by it too

@@ -35,6 +35,7 @@ from ._errors import (
     TiermemError,
 )
 from ._filters import MAX_FILTER_VALUE, Where, checked_column, fts_cue, sql_literal, sql_timestamp
+from ._lexical import query_terms
 from ._rows import SPECS, Hit, TableName, duplicate_losers, per_user, row, unique
 from ._store_errors import store_error_type
 from ._store_meta import REEMBEDDING, SCHEMA_VERSION, check_meta, meta_values, wanted_meta, width_mismatch
@@ -142,6 +143,8 @@ class Store:
         self.compact_every = compact_every
         self.keep_versions = keep_versions
         self._vectors = VectorCache(vector_cache_bytes)
+        self._loads: dict[tuple[str, str, str], threading.Lock] = {}
+        self._oversize: set[tuple[str, str, str]] = set()
         self._check_meta()
 
     # -- schema -----------------------------------------------------------------------------
@@ -284,10 +287,11 @@ class Store:
             except (ValueError, FileNotFoundError):  # lancedb's "table not found"
                 if not self.create:  # read-only: an empty stand-in, looked for again on the next call
                     return lancedb.connect("memory://").create_table(name, schema=self._schema(name))
-                table = self._retry(
-                    f"create table {name}",
-                    lambda: self._db.create_table(name, schema=self._schema(name), exist_ok=True),
-                )
+                with self._write_lock:  # threads of this process creating it at once would conflict
+                    table = self._retry(
+                        f"create table {name}",
+                        lambda: self._db.create_table(name, schema=self._schema(name), exist_ok=True),
+                    )
             schema = table.schema
         if set(schema.names) != set(self._schema(name).names):
             raise StoreMismatchError(
@@ -325,7 +329,9 @@ class Store:
         table = self.table(name)
 
         def build() -> None:
-            with _engine_errors(f"index table {name}"):
+            # Under the write lock: a commit of this process's other threads landing mid-build (a bulk import
+            # writes from several) would make each attempt conflict until the retries run out.
+            with self._write_lock, _engine_errors(f"index table {name}"):
                 existing = {tuple(ix.columns) for ix in table.list_indices()}
                 for key in ("user_id", "id"):  # scope filters, and fetching search winners by id
                     if (key,) not in existing:
@@ -518,14 +524,13 @@ class Store:
             return self._lance_vector_search(name, vector, where, limit=limit)
         key = (name, namespace, user)
         with _engine_errors(f"search {name}"):
-            version = int(self.table(name).version)
-            block = self._vectors.get(key, version) or self._load_block(name, namespace, user, version)
+            block = self._cached_block(key)
         rest = {k: v for k, v in where.eq.items() if k not in ("namespace", "user_id")}
         keep = block.mask(rest, where.isin or {}, where.ne or {})
-        model = SPECS[name].model
+        parse = SPECS[name].model.model_validate_json
         return [
-            Hit(record=model.model_validate_json(record), score=score, vector=vec)
-            for record, score, vec in top_k(block, vector, keep, limit)
+            Hit(record=block.record(row, parse), score=score, vector=block.matrix[row])
+            for row, score in top_k(block, vector, keep, limit)
         ]
 
     def searched(self, name: TableName, where: Where) -> int:
@@ -540,6 +545,15 @@ class Store:
             return int(block.mask(rest, where.isin or {}, where.ne or {}).sum())
         return self.count(name, where)
 
+    def _cached_block(self, key: tuple[str, str, str]) -> VectorBlock:
+        """The user's block at the table's current version, loaded once however many searches ask at once."""
+        version = int(self.table(key[0]).version)
+        block = self._vectors.get(key, version)
+        if block is None:
+            with self._loads.setdefault(key, threading.Lock()):  # recall's text and vector searches run together
+                block = self._vectors.get(key, version) or self._load_block(*key, version)
+        return block
+
     def _load_block(self, name: str, namespace: str, user: str, version: int) -> VectorBlock:
         where = Where(eq={"namespace": namespace, "user_id": user})
         rows = self.table(name).search().where(where.sql()).select([*COLUMNS, "vector"]).limit(None).to_arrow()
@@ -551,6 +565,8 @@ class Store:
             matrix=matrix,
         )
         self._vectors.put((name, namespace, user), block)
+        if self._vectors.peek((name, namespace, user)) is not block:  # over the budget: full-text search goes to
+            self._oversize.add((name, namespace, user))  # the engine rather than load these rows twice a query
         return block
 
     def _lance_vector_search(self, name: TableName, vector: np.ndarray, where: Where, *, limit: int) -> list[Hit]:
@@ -570,7 +586,41 @@ class Store:
         """Full-text (BM25, stemmed, stop words removed) matches within ``where``.
 
         Any text is a cue, never query syntax: quotes, operators and brackets are dropped, words kept.
+        Searches the user's cached words when ``where`` names one user and their index fits the
+        vector cache's budget (see :mod:`._lexical`), else LanceDB's full-text index.
         """
+        block = self._lexical_block(name, where)
+        if block is not None:
+            keep = block.mask(_rest(where), where.isin or {}, where.ne or {})
+            parse = SPECS[name].model.model_validate_json
+            return [
+                Hit(record=block.record(row, parse), score=score, vector=block.matrix[row])
+                for row, score in block.words().top(query_terms(text), keep, limit)
+            ]
+        return self.lance_text_search(name, text, where, limit=limit)
+
+    def _lexical_block(self, name: TableName, where: Where) -> VectorBlock | None:
+        """The cached block of the one user ``where`` names, its BM25 index built; None when it cannot serve."""
+        namespace, user = where.eq.get("namespace"), where.eq.get("user_id")
+        if namespace is None or user is None or self._vectors.max_bytes <= 0:
+            return None
+        key = (name, namespace, user)
+        if key in self._oversize:
+            return None
+        with _engine_errors(f"full-text search {name}"):
+            block = self._cached_block(key)
+        if self._vectors.peek(key) is not block:  # too big for the cache even without its words
+            return None
+        if block.lexical is None and not block.lexical_refused:
+            block.words()
+            if block.nbytes > self._vectors.max_bytes:  # too big with its words: vectors only, the engine for words
+                block.lexical, block.lexical_refused = None, True
+            else:
+                self._vectors.put(key, block)  # it grew: the least recently used others may go
+        return None if block.lexical_refused else block
+
+    def lance_text_search(self, name: TableName, text: str, where: Where, *, limit: int) -> list[Hit]:
+        """Full-text search through LanceDB's index (any scope; what the cached words stand in for)."""
         cue = fts_cue(text)
         if not cue or (name not in self._indexed and self.count(name) == 0):
             return []
@@ -725,6 +775,11 @@ class Store:
         with _engine_errors("read a lease"):
             rows = self._leases().search().where(f"id = {sql_literal(key)}").limit(None).to_list()
         return {k: rows[0][k] for k in _LEASE_SCHEMA.names} if rows else None
+
+
+def _rest(where: Where) -> dict[str, str]:
+    """The equality tests of ``where`` beyond the user's scope (a cached block holds one user)."""
+    return {k: v for k, v in where.eq.items() if k not in ("namespace", "user_id")}
 
 
 def _fts_query(cue: str) -> MultiMatchQuery:

@@ -131,6 +131,7 @@ class MemorySystem:
         self._sessions = Sessions(
             tiers=self.tiers, stages=stages, clock=capability.clock, capture=self._capture, leases=self.leases,
             holder=self.holder, retries=self.retries,
+            encode=capability.episodic.encode if capability.episodic is not None else "session",
         )  # fmt: skip
         self._consolidation = Consolidation(
             capability=capability, stages=stages, clock=capability.clock, leases=self.leases, holder=self.holder,
@@ -300,20 +301,22 @@ class MemorySystem:
         ctx: MemoryContext,
         conversations: Iterable[Conversation | Mapping[str, Any]],
         *,
-        concurrency: int = 4,
+        concurrency: int = 8,
         on_progress: Callable[[HistoryProgress], None] | None = None,
         consolidate: bool = True,
     ) -> HistoryReport:
         """Feed a user's past conversations through the pipeline with their real dates; resumable.
 
         ``conversations``: ``{"session_id": ..., "turns": [{"at": datetime or ISO string, "messages": [...]}]}``
-        each (checked whole before anything is written). Sessions run ``concurrency`` at a time, each
-        is ended, then the user is consolidated and digested. Run it again after a crash: turns already
-        journaled are skipped.
+        each (checked whole before anything is written). Sessions are journaled and observed in bulk,
+        ``concurrency`` at a time with at most ``concurrency`` observer calls in flight; each is ended,
+        the user's episodes consolidated as they come, then the user is digested. Run it again after a
+        crash: turns already journaled are skipped.
         """
         return await import_conversations(
-            self, ctx, conversations, concurrency=concurrency, on_progress=on_progress, consolidate=consolidate
-        )
+            self, self._capture, ctx, conversations, concurrency=concurrency, on_progress=on_progress,
+            consolidate=consolidate,
+        )  # fmt: skip
 
     async def capture_from_items(
         self, ctx: MemoryContext, items: Sequence[Mapping[str, Any] | Sequence[Mapping[str, Any]]]
@@ -328,7 +331,9 @@ class MemorySystem:
     # -- sessions, consolidation, digest ----------------------------------------------------
 
     async def end_session(self, ctx: MemoryContext, session_id: str | None = None) -> SessionResult:
-        """Encode the session's observed turns as an episode (one model call) and close its working memory.
+        """Encode the session's observed turns as an episode (one model call; none with
+        ``episodic={"encode": "consolidation"}``, whose consolidation call writes the summary) and close its
+        working memory.
 
         Idempotent: a rerun after a crash finishes what it left. ``busy`` when another process is ending it.
         """

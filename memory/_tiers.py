@@ -40,7 +40,10 @@ Embedded = Turn | WorkingEntry | Episode | Fact | Edge | Digest
 def embedded_text(record: Embedded) -> str:
     """The text whose vector a record is stored with: an episode's summary, otherwise its text.
 
-    A turn's text is its messages, an edge's is ``source --relation--> target``.
+    A turn's text is its messages, an edge's is ``source --relation--> target``. Retrieval keys are
+    not embedded: measured, broader terms in the vector cost the default embedder hit@1 and let the
+    static one recall more unrelated cues (bench/RESULTS-paraphrase.md, "Retrieval keys"); they are
+    searched by full text instead (:func:`~tiermem.memory._rows.search_context`).
     """
     if isinstance(record, Episode):
         return record.summary
@@ -185,6 +188,17 @@ class Tiers:
             self.store.upsert("turns", [turn], vectors)
             return True
         return self.store.insert_absent("turns", [turn], vectors) == 1
+
+    def journal_new(self, turns: Sequence[Turn]) -> int:
+        """Journal many turns in one commit and one embedding batch (an import), each only if its id is
+        absent, as :meth:`journal` does one; returns how many this call wrote.
+        """
+        try:
+            vectors = self.embed([embedded_text(t) for t in turns])
+        except (EmbedderError, ModelError) as exc:
+            log.warning("%d turns journaled without vectors (embedder failed: %s)", len(turns), exc)
+            vectors = np.zeros((len(turns), self.embedder.dimensions), dtype=np.float32)
+        return self.store.insert_absent("turns", turns, vectors)
 
     def settle_seq(self, ctx: MemoryContext, turn: Turn) -> Turn:
         """Make the turn's ``seq`` unique in its session after a concurrent writer took the same one.

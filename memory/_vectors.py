@@ -1,25 +1,37 @@
-"""An in-process cache of each user's vectors, kept in step with the store by write-through.
+"""An in-process cache of each user's vectors and words, kept in step with the store by write-through.
 
 A user's rows are scattered through a table shared by many users, so a filtered vector search
 reads every one of them from disk on every query. Holding the user's vectors as one float32
 matrix (and their records, serialised) turns that into one matrix product and no I/O. Each
 block remembers the table version it matches: this process's own writes update it in place,
-anything else (another process wrote) makes it stale and the next search reloads it.
+anything else (another process wrote) makes it stale and the next search reloads it. A block also
+holds the rows' searchable text and, once a full-text search asked for it, their BM25 index
+(:mod:`._lexical`), so full-text search of one user is served from memory as well.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 
+from ._lexical import FIELDS, LexicalIndex
+
 __all__ = ["COLUMNS", "VectorBlock", "VectorCache", "column_array", "top_k"]
 
-COLUMNS = ("id", "session_id", "subject", "status", "record")
+COLUMNS = ("id", "session_id", "subject", "status", "record", *FIELDS)
 FILTERS = ("id", "session_id", "subject", "status")
+# Parsed records kept per block (most recently returned first): searches return the same memories
+# again and again, and parsing one costs more than finding it. Counted as ``_PARSED_FACTOR`` times
+# its serialised size.
+_PARSED = 1024
+_PARSED_FACTOR = 3
 
 
 def column_array(name: str, values: Sequence[str | None]) -> np.ndarray:
@@ -36,11 +48,58 @@ class VectorBlock:
     version: int
     columns: dict[str, np.ndarray]
     matrix: np.ndarray
+    lexical: LexicalIndex | None = None
+    # Set when the BM25 index would not fit the cache's budget: full-text search goes to the engine.
+    lexical_refused: bool = field(default=False)
+    # id -> parsed record. Records are frozen models, so one object can serve every search.
+    parsed: OrderedDict[str, Any] = field(default_factory=OrderedDict)
 
     @property
     def nbytes(self) -> int:
-        """Roughly what the block holds: vectors, serialised records, and the filter columns."""
+        """Roughly what the block holds: vectors, serialised records and texts, filter columns, the BM25
+        index, and room for the parsed records it keeps."""
+        return self.vector_bytes + self.lexical_bytes + self.parsed_bytes
+
+    @cached_property
+    def parsed_bytes(self) -> int:
+        """Room for the most parsed records kept: their serialised size, a few times over."""
+        sizes = [len(r) for r in self.columns["record"]]
+        return _PARSED_FACTOR * sum(sorted(sizes, reverse=True)[:_PARSED])
+
+    def record(self, row: int, parse: Callable[[str], Any]) -> Any:
+        """The record of ``row``, parsed on first use."""
+        key = str(self.columns["id"][row])
+        found = self.parsed.get(key)
+        if found is None:
+            found = parse(str(self.columns["record"][row]))
+            self.parsed[key] = found
+            while len(self.parsed) > _PARSED:
+                self.parsed.popitem(last=False)
+        else:
+            with contextlib.suppress(KeyError):  # another thread's search may have just dropped it
+                self.parsed.move_to_end(key)
+        return found
+
+    @cached_property
+    def vector_bytes(self) -> int:
+        """The vectors, serialised records and filter columns."""
         return int(self.matrix.nbytes + sum(len(r) for r in self.columns["record"]) + 64 * 4 * len(self.matrix))
+
+    @cached_property
+    def text_bytes(self) -> int:
+        """The searchable texts (both columns)."""
+        return sum(len(t or "") for name in FIELDS for t in self.columns[name])
+
+    @property
+    def lexical_bytes(self) -> int:
+        """The searchable texts and, once built, their BM25 index."""
+        return self.text_bytes + (self.lexical.nbytes if self.lexical is not None else 0)
+
+    def words(self) -> LexicalIndex:
+        """The block's BM25 index, built on first use (a block only vector searches never needs it)."""
+        if self.lexical is None:
+            self.lexical = LexicalIndex.build({name: list(self.columns[name]) for name in FIELDS})
+        return self.lexical
 
     def mask(self, eq: Mapping[str, str], isin: Mapping[str, Sequence[str]], ne: Mapping[str, str]) -> np.ndarray:
         """Rows passing equality, membership and inequality tests (a NULL is never equal)."""
@@ -60,7 +119,15 @@ class VectorBlock:
         merged = {
             name: np.concatenate([self.columns[name][keep], column_array(name, columns[name])]) for name in COLUMNS
         }
-        return VectorBlock(version=self.version, columns=merged, matrix=np.vstack([self.matrix[keep], matrix]))
+        lexical = None if self.lexical is None else self.lexical.upsert(keep, {n: columns[n] for n in FIELDS})
+        return VectorBlock(
+            version=self.version,
+            columns=merged,
+            matrix=np.vstack([self.matrix[keep], matrix]),
+            lexical=lexical,
+            lexical_refused=self.lexical_refused,
+            parsed=OrderedDict((k, v) for k, v in list(self.parsed.items()) if k not in incoming),
+        )
 
 
 class VectorCache:
@@ -84,8 +151,17 @@ class VectorCache:
         with self._lock:
             return self._blocks.get(key)
 
+    def total_bytes(self) -> int:
+        """What the held blocks take, as the budget counts it."""
+        with self._lock:
+            return sum(b.nbytes for b in self._blocks.values())
+
     def put(self, key: tuple[str, str, str], block: VectorBlock) -> None:
+        """Hold ``block`` (again, after it grew), dropping the least recently used beyond the budget."""
         if block.nbytes > self.max_bytes:
+            with self._lock:
+                if self._blocks.get(key) is block:
+                    del self._blocks[key]
             return
         with self._lock:
             self._blocks[key] = block
@@ -125,8 +201,8 @@ class VectorCache:
                 del self._blocks[key]
 
 
-def top_k(block: VectorBlock, vector: np.ndarray, keep: np.ndarray, limit: int) -> list[tuple[str, float, np.ndarray]]:
-    """The ``limit`` rows most similar to ``vector`` among ``keep``: (serialised record, cosine, vector)."""
+def top_k(block: VectorBlock, vector: np.ndarray, keep: np.ndarray, limit: int) -> list[tuple[int, float]]:
+    """The ``limit`` rows most similar to ``vector`` among ``keep``: (row, cosine), best first."""
     count = int(keep.sum())
     if count == 0:
         return []
@@ -136,4 +212,4 @@ def top_k(block: VectorBlock, vector: np.ndarray, keep: np.ndarray, limit: int) 
     limit = min(limit, count)
     best = np.argpartition(-scores, limit - 1)[:limit] if len(scores) > limit else np.arange(len(scores))
     best = best[np.argsort(-scores[best], kind="stable")]
-    return [(str(block.columns["record"][b]), float(scores[b]), block.matrix[b]) for b in best]
+    return [(int(b), float(scores[b])) for b in best]

@@ -15,6 +15,10 @@ is asked::
 A fake may have a context window: ``FunctionModel(answer, context_window=2000)`` tells litellm the model
 takes 2,000 input tokens and refuses any larger prompt with litellm's ``ContextWindowExceededError``, as a
 provider does; every request records its size (:attr:`RecordedCall.input_tokens`).
+
+Retrieval keys from a fixed lexicon: ``FunctionModel(Lexicon.load(path).attach(answer))`` gives every
+observation and every added or updated fact the broader terms of its words (``peanuts`` -> ``nut``,
+``food``) where ``answer`` gave none, so the effect of the keys is measured apart from any model.
 """
 
 from __future__ import annotations
@@ -22,20 +26,24 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Awaitable, Callable, Sequence
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from ._embedders import HashingEmbedder
 from ._errors import ModelError
 from ._llm import allow_real_requests, context_window_exceeded, install_fake_provider, message_tokens
+from ._records import MAX_KEYS
 from ._stage import StageCall
 
 __all__ = [
     "FrozenClock",
     "FunctionModel",
     "HashingEmbedder",
+    "Lexicon",
     "RecordedCall",
     "Reply",
     "ScriptedModel",
@@ -158,3 +166,63 @@ class ScriptedModel(FunctionModel):
     @property
     def remaining(self) -> int:
         return len(self._replies)
+
+
+_WORD = re.compile(r"[a-z]+")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lexicon:
+    """A fixed map of a word to broader terms ("peanut" -> "nut", "food"): the retrieval keys a fake
+    model gives, the same for the same text."""
+
+    terms: Mapping[str, Sequence[str]]
+
+    @classmethod
+    def load(cls, path: str | Path) -> Lexicon:
+        """A lexicon from a JSON file: ``{"terms": {"peanut": ["nut", "food"], ...}}``."""
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls(terms={str(k).lower(): [str(t) for t in v] for k, v in data["terms"].items()})
+
+    def keys(self, text: str, *, limit: int = MAX_KEYS) -> list[str]:
+        """The broader terms of ``text``'s words, none already in the text: each word's first term, then
+        each word's second, and so on, up to ``limit``."""
+        said = _WORD.findall(text.lower())
+        present = set(said)
+        found = [t for word in dict.fromkeys(said) if (t := self._terms_of(word))]
+        keys: dict[str, None] = {}
+        for rank in range(max((len(t) for t in found), default=0)):
+            for terms in found:
+                key = terms[rank] if rank < len(terms) else None
+                if key and not set(key.split()) <= present:
+                    keys[key] = None
+        return list(keys)[:limit]
+
+    def _terms_of(self, word: str) -> Sequence[str]:
+        """A word's terms, also by a plural's singular ("peanuts", "berries", "boxes")."""
+        for form in (word, word[:-3] + "y" if word.endswith("ies") else "", word[:-2], word[:-1]):
+            if len(form) > 2 and form in self.terms and (form == word or word.endswith("s")):
+                return self.terms[form]
+        return ()
+
+    def attach(self, function: Reply) -> Reply:
+        """``function`` with keys added to every observation and added or updated fact that has none."""
+
+        def keyed(reply: str | dict[str, Any]) -> str | dict[str, Any]:
+            data = json.loads(reply) if isinstance(reply, str) else reply
+            for item in [*data.get("observations", ()), *data.get("operations", ())]:
+                if item.get("text") and not item.get("keys") and item.get("op", "add") in {"add", "update"}:
+                    item["keys"] = self.keys(item["text"])
+            return data
+
+        def answer(messages: list[dict[str, Any]], call: StageCall[Any, Any]) -> Any:
+            reply = function(messages, call)
+            if isinstance(reply, str | dict):
+                return keyed(reply)
+
+            async def later() -> str | dict[str, Any]:
+                return keyed(await reply)
+
+            return later()
+
+        return answer

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._batches import consolidation_parts, run_consolidation
 from ._budget import Budget, fitted, input_budget
+from ._combined import PROVISIONAL, EncodedBatch, encode_and_consolidate, provisional_episode
 from ._compaction import CompactionPlan, compact_subject
 from ._consolidator import ConsolidationPlan, Refusal, consolidate_episodes
 from ._digester import write_digest
@@ -12,9 +13,11 @@ from ._model import LLMStages, RulesStages, StageModel
 from ._observer import ObservedTurn, observe_turn, turn_parts
 
 __all__ = [
+    "PROVISIONAL",
     "Budget",
     "CompactionPlan",
     "ConsolidationPlan",
+    "EncodedBatch",
     "LLMStages",
     "ObservedTurn",
     "Refusal",
@@ -23,10 +26,12 @@ __all__ = [
     "compact_subject",
     "consolidate_episodes",
     "consolidation_parts",
+    "encode_and_consolidate",
     "encode_session",
     "fitted",
     "input_budget",
     "observe_turn",
+    "provisional_episode",
     "run_consolidation",
     "session_parts",
     "turn_parts",

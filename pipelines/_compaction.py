@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from tiermem.memory._identity import fact_id
-from tiermem.memory._records import Fact, MemoryContext
+from tiermem.memory._records import Fact, MemoryContext, retrieval_keys
 from tiermem.prompts import compact
 
 from ._model import StageModel
@@ -62,6 +62,7 @@ async def compact_subject(
                 reinforced_at=max(s.reinforced_at for s in sources),
                 reinforcements=sum(s.reinforcements for s in sources),
                 provenance=dict.fromkeys(p for s in sources for p in s.provenance),
+                keys=retrieval_keys([k for s in sources for k in s.keys]),  # the sources' keys, first ones first
                 metadata={"prompt_version": compact.STAGE.version, "merged_from": ids},
             )
         )

@@ -16,7 +16,7 @@ from tiermem.memory._decay import reinforce
 from tiermem.memory._errors import InvalidSubjectError
 from tiermem.memory._identity import edge_id, fact_id
 from tiermem.memory._options import RelationsOptions
-from tiermem.memory._records import Edge, Episode, Fact, MemoryContext, WorkingEntry, mentions
+from tiermem.memory._records import Edge, Episode, Fact, MemoryContext, WorkingEntry, mentions, retrieval_keys
 from tiermem.memory._subjects import canonical_subject
 from tiermem.prompts import consolidate
 
@@ -67,8 +67,12 @@ async def consolidate_episodes(
     relations: RelationsOptions | None,
     now: datetime,
     known_subjects: Sequence[str] = (),
+    answer: consolidate.FactsOutput | None = None,
 ) -> ConsolidationPlan:
-    """One model call for a batch of episodes; the plan is applied by the caller."""
+    """One model call for a batch of episodes; the plan is applied by the caller.
+
+    ``answer``: the operations already asked for (the encode-and-consolidate stage's), checked the same way.
+    """
     rel = relations if relations is not None and relations.enabled else None
     inputs = consolidate.Input(
         episodes=list(episodes),
@@ -78,7 +82,8 @@ async def consolidate_episodes(
         relations=rel,
         now=now,
     )
-    output = await run_consolidation(model, inputs)  # fitted to the model's budget; with edges when relations are on
+    # Fitted to the model's budget; with edges when relations are on.
+    output = answer if answer is not None else await run_consolidation(model, inputs)
     plan = ConsolidationPlan()
     known = {f.id: f for f in existing}
     sources = _Sources(episodes, observations)
@@ -139,17 +144,21 @@ def _apply(
         plan.count("refused")
         return
     episodes = sources.episode_ids(op.source_episode_ids)
-    turns = sources.turns(op.text or (target.text if target else ""), subject, episodes)
+    said = sources.matching(op.text or (target.text if target else ""), subject, episodes)
+    turns = sources.turns(said, episodes)
+    # Keys the model gave, else those of the observations the fact came from: a model that writes
+    # no keys for facts still keeps the observer's.
+    keys = retrieval_keys(op.keys or [k for obs in said for k in obs.keys])
     meta = {"prompt_version": consolidate.STAGE.version, "episodes": episodes}
     if op.op == "reinforce" or (op.op == "update" and target is not None and _same(target.text, op.text)):
         assert target is not None
-        _reinforce(plan, plan.facts.get(target.id, target), op.confidence, now, turns, episodes)
+        _reinforce(plan, plan.facts.get(target.id, target), op.confidence, now, turns, episodes, keys)
         return
     text = " ".join(op.text.split())
     new_id = fact_id(ctx, subject=subject, text=text)
     current = plan.facts.get(new_id) or known.get(new_id)
     if current is not None and current.status == "active":
-        _reinforce(plan, current, op.confidence, now, turns, episodes)
+        _reinforce(plan, current, op.confidence, now, turns, episodes, keys)
         return
     plan.facts[new_id] = Fact.new(
         ctx,
@@ -160,6 +169,7 @@ def _apply(
         valid_from=now,
         provenance=turns,
         metadata=meta,
+        keys=keys,
     )
     if op.op == "update" and target is not None:
         plan.facts[target.id] = target.model_copy(
@@ -190,8 +200,14 @@ class _Sources:
         valid = [i for i in named if i in self._episodes]
         return valid or list(self._episodes)
 
-    def turns(self, text: str, subject: str, episodes: Sequence[str]) -> tuple[str, ...]:
-        """Turns of the best-matching observations (same subject first); else the source episodes' turns."""
+    def turns(self, said: Sequence[WorkingEntry], episodes: Sequence[str]) -> tuple[str, ...]:
+        """Turns of the observations that say the fact; else the source episodes' turns."""
+        if said:
+            return tuple(dict.fromkeys(t for obs in said for t in obs.provenance))
+        return tuple(dict.fromkeys(t for e in episodes for t in self._episodes[e].provenance))
+
+    def matching(self, text: str, subject: str, episodes: Sequence[str]) -> list[WorkingEntry]:
+        """The best-matching observations of ``episodes`` (same subject first); none when nothing is close."""
         words = _words(text)
         scored = []
         for obs, obs_words, episode in self._observations:
@@ -202,9 +218,8 @@ class _Sources:
         scored.sort(key=lambda pair: -pair[0])
         if scored and scored[0][0] >= 0.2:
             best = scored[0][0]
-            chosen = [obs for score, obs in scored[:3] if score >= 0.6 * best]
-            return tuple(dict.fromkeys(t for obs in chosen for t in obs.provenance))
-        return tuple(dict.fromkeys(t for e in episodes for t in self._episodes[e].provenance))
+            return [obs for score, obs in scored[:3] if score >= 0.6 * best]
+        return []
 
 
 def _same(a: str, b: str) -> bool:
@@ -212,16 +227,28 @@ def _same(a: str, b: str) -> bool:
 
 
 def _reinforce(
-    plan: ConsolidationPlan, fact: Fact, confidence: float, now: datetime, turns: tuple[str, ...], episodes: list[str]
+    plan: ConsolidationPlan,
+    fact: Fact,
+    confidence: float,
+    now: datetime,
+    turns: tuple[str, ...],
+    episodes: list[str],
+    keys: tuple[str, ...] = (),
 ) -> None:
-    """Reinforce once per distinct episode: a rerun (a crash, a re-encoded session) repeats no evidence."""
+    """Reinforce once per distinct episode: a rerun (a crash, a re-encoded session) repeats no evidence.
+
+    A fact stored without keys takes the new ones; keys it has are kept.
+    """
     seen = [str(e) for e in fact.metadata.get("episodes", [])]
     if set(episodes) <= set(seen):
         plan.count("repeat")
         return
     reinforced = reinforce(fact, confidence=confidence, now=now, provenance=turns)
     merged = list(dict.fromkeys([*seen, *episodes]))
-    plan.facts[fact.id] = reinforced.model_copy(update={"metadata": {**reinforced.metadata, "episodes": merged}})
+    update: dict[str, object] = {"metadata": {**reinforced.metadata, "episodes": merged}}
+    if keys and not fact.keys:
+        update["keys"] = keys
+    plan.facts[fact.id] = reinforced.model_copy(update=update)
     plan.count("reinforce")
 
 

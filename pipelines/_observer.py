@@ -90,6 +90,7 @@ async def observe_turn(
                 created_at=turn.created_at,
                 updated_at=turn.created_at,
                 provenance=(turn.id,),
+                keys=tuple(obs.keys),
                 metadata={"prompt_version": observe.STAGE.version, "model": model.name, **parts, **turn.metadata},
             )
         )

@@ -33,6 +33,7 @@ from tiermem.memory._subjects import USER, is_canonical_subject
 from tiermem.prompts import compact as compact_prompt
 from tiermem.prompts import consolidate as consolidate_prompt
 from tiermem.prompts import digest as digest_prompt
+from tiermem.prompts import encode_consolidate as combined_prompt
 from tiermem.prompts import encode_episode as encode_prompt
 from tiermem.prompts import observe as observe_prompt
 
@@ -67,7 +68,7 @@ from ._sentences import (
 )
 from ._updates import claims_of, restated, supersession
 
-__all__ = ["RULES", "compact", "consolidate", "digest", "encode_episode", "observe"]
+__all__ = ["RULES", "compact", "consolidate", "digest", "encode_consolidate", "encode_episode", "observe"]
 
 _SINGLE_VALUED = frozenset(
     {"works", "work", "lives", "live", "moved", "favourite", "favorite", "name", "age", "old", "job", "married"}
@@ -396,10 +397,34 @@ def consolidate(inputs: consolidate_prompt.Input) -> consolidate_prompt.Output:
     return consolidate_prompt.Output(operations=ops, edges=out)
 
 
+def encode_consolidate(inputs: combined_prompt.Input) -> combined_prompt.Output:
+    """The two rules composed: each provisional episode encoded as :func:`encode_episode` would (from its
+    observations and turns), then the batch consolidated as :func:`consolidate` would, from those summaries."""
+    episodes, written = [], []
+    for episode in inputs.episodes:
+        if episode.id in inputs.encode:
+            encoded = encode_episode(
+                encode_prompt.Input(
+                    entries=[o for o in inputs.observations if o.session_id == episode.session_id],
+                    turns=[t for t in inputs.turns if t.session_id == episode.session_id],
+                    user_names=inputs.user_names, started_at=episode.started_at, ended_at=episode.ended_at,
+                )
+            )  # fmt: skip
+            subjects = tuple(dict.fromkeys([*encoded.subjects, *episode.subjects]))
+            update = {"summary": encoded.summary, "subjects": subjects, "salience": encoded.salience}
+            episode = episode.model_copy(update=update)
+            written.append(combined_prompt.EpisodeOut(id=episode.id, **encoded.model_dump()))
+        episodes.append(episode)
+    fields = {name: getattr(inputs, name) for name in consolidate_prompt.Input.model_fields}
+    out = consolidate(consolidate_prompt.Input(**{**fields, "episodes": episodes}))
+    return combined_prompt.Output(operations=out.operations, edges=out.edges, episodes=written)
+
+
 RULES: Mapping[Stage[Any, Any], Callable[[Any], BaseModel]] = {
     observe_prompt.STAGE: observe,
     encode_prompt.STAGE: encode_episode,
     consolidate_prompt.STAGE: consolidate,
+    combined_prompt.STAGE: encode_consolidate,
     digest_prompt.STAGE: digest,
     compact_prompt.STAGE: compact,
 }

@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tiermem.memory._options import RelationsOptions
-from tiermem.memory._records import Episode, Fact, WorkingEntry
+from tiermem.memory._records import MAX_KEYS, Episode, Fact, WorkingEntry, retrieval_keys
 from tiermem.memory._stage import ChatMessages, Stage
 
-VERSION = "consolidate-v1"
+VERSION = "consolidate-v2"
 
 
 class Input(BaseModel):
@@ -38,6 +38,17 @@ class Operation(BaseModel):
     target_id: str | None = Field(default=None, description="Existing fact id for reinforce and update.")
     confidence: float = Field(default=0.8, ge=0.0, le=1.0, description="Confidence in the fact.")
     source_episode_ids: list[str] = Field(default_factory=list, description="Episodes it came from.")
+    keys: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_KEYS,
+        description="Broader terms and synonyms a later question may use, not words of the text.",
+    )
+
+    @field_validator("keys", mode="before")
+    @classmethod
+    def _keys(cls, value: object) -> list[str]:
+        """Normalised; a bad key is dropped rather than failing the whole answer."""
+        return list(retrieval_keys(value))
 
 
 class EdgeOut(BaseModel):
@@ -72,6 +83,9 @@ For each durable fact in the new episodes choose one operation:
 - update: an existing fact changed; give the new text, the old one is kept as history.
   {{"op": "update", "target_id": "<id>", "subject": "user", "text": "The user now works at Globex."}}
 - noop: nothing durable.
+An add or update may carry up to {max_keys} "keys": short lowercase broader terms and synonyms a
+later question may use instead of the fact's words (peanuts -> "nuts", "food allergy"), never words
+already in the text; keep the keys of the observations it came from when they still fit.
 Never delete. Never move a fact to another subject and never merge facts of different subjects:
 a fact about Moni stays under "moni" even when the user said it.
 {relations}"""
@@ -95,14 +109,14 @@ def _render(inputs: Input) -> ChatMessages:
             else "Relation types are short lowercase phrases."
         )
         rel = RELATIONS.format(vocabulary=vocab)
-    system = TEXT.format(user_names=", ".join(inputs.user_names) or "unknown", relations=rel)
+    system = TEXT.format(user_names=", ".join(inputs.user_names) or "unknown", relations=rel, max_keys=MAX_KEYS)
     facts = "\n".join(f"- id={f.id} [{f.subject}] {f.text}" for f in inputs.existing) or "- (none)"
     by_session: dict[str, list[WorkingEntry]] = {}
     for entry in inputs.observations:
         by_session.setdefault(entry.session_id, []).append(entry)
     eps = "\n".join(
         f"- id={e.id} ({e.started_at.date().isoformat()}) {e.summary}"
-        + "".join(f"\n    - [{o.subject}] {o.text}" for o in by_session.get(e.session_id, []))
+        + "".join(f"\n    - [{o.subject}] {o.text}{_keyed(o.keys)}" for o in by_session.get(e.session_id, []))
         for e in inputs.episodes
     )
     return [
@@ -115,6 +129,10 @@ def _render(inputs: Input) -> ChatMessages:
             ),
         },
     ]
+
+
+def _keyed(keys: tuple[str, ...]) -> str:
+    return f" (keys: {', '.join(keys)})" if keys else ""
 
 
 def _output_for(inputs: Input) -> type[FactsOutput]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tiermem.memory._records import Message
+from tiermem.memory._records import MAX_KEYS, Message, retrieval_keys
 from tiermem.memory._stage import ChatMessages, Stage
 
-VERSION = "observe-v1"
+VERSION = "observe-v2"
 Kind = Literal["fact", "preference", "event", "plan", "relationship", "other"]
 
 
@@ -32,6 +32,17 @@ class Observation(BaseModel):
     kind: Kind = Field(description="What sort of observation it is.")
     text: str = Field(min_length=1, max_length=1000, description="One self-contained sentence.")
     salience: float = Field(ge=0.0, le=1.0, description="How much it matters later, 0..1.")
+    keys: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_KEYS,
+        description="Broader terms and synonyms a later question may use, not words of the text.",
+    )
+
+    @field_validator("keys", mode="before")
+    @classmethod
+    def _keys(cls, value: object) -> list[str]:
+        """Normalised; a bad key is dropped rather than failing the whole answer."""
+        return list(retrieval_keys(value))
 
 
 class Output(BaseModel):
@@ -53,6 +64,11 @@ Subject attribution: every observation has exactly one subject.
   (it is the user's job), and "Acme Corp is moving to Berlin" -> subject "acme-corp".
 Known subjects so far: {known_subjects}.
 
+Retrieval keys: give each observation up to {max_keys} "keys", short lowercase broader terms and
+synonyms a later question may use instead of its words, never words already in the text:
+"The user is allergic to peanuts." -> keys ["nuts", "food allergy", "health"]; "Moni does
+kickboxing." -> keys ["martial arts", "sport", "exercise"]. Keys are searched, never shown.
+
 Salience: 0.9 for lasting facts (health, family, work, strong preferences), 0.6 for plans and
 events, 0.3 for small talk. Skip greetings, thanks and the assistant's own suggestions.
 Use the speaker's name when it is given. The turn happened at {now}.
@@ -64,6 +80,7 @@ def _render(inputs: Input) -> ChatMessages:
         user_names=", ".join(inputs.user_names) or "unknown",
         known_subjects=", ".join(inputs.known_subjects) or "none",
         now=inputs.now.isoformat(),
+        max_keys=MAX_KEYS,
     )
     turn = "\n".join(f"{m.name or m.role}: {m.content}" for m in inputs.messages)
     return [{"role": "system", "content": system}, {"role": "user", "content": f"Turn:\n{turn}"}]

@@ -14,7 +14,7 @@ from typing import Any
 from tiermem import MemoryContext
 from tiermem.memory._stage import Stage
 from tiermem.memory.testing import FunctionModel, RecordedCall, StageCall
-from tiermem.prompts import compact, consolidate, digest, encode_episode, observe
+from tiermem.prompts import compact, consolidate, digest, encode_consolidate, encode_episode, observe
 
 __all__ = [
     "AnyCall",
@@ -43,6 +43,14 @@ def default_reply(call: AnyCall) -> dict[str, Any]:
         summary = " ".join(e.text for e in inputs.entries) or "The user chatted."
         subjects = sorted({e.subject for e in inputs.entries} | {"user"})
         return {"summary": summary, "subjects": subjects, "salience": 0.6}
+    if isinstance(inputs, encode_consolidate.Input):  # each provisional episode summarised, then as consolidate
+        episodes = [
+            {"id": e.id, "summary": " ".join(o.text for o in inputs.observations if o.session_id == e.session_id)
+             or "The user chatted.", "subjects": ["user"], "salience": 0.6}
+            for e in inputs.episodes if e.id in inputs.encode
+        ]  # fmt: skip
+        operations = [{"op": "add", "subject": "user", "text": e.summary} for e in inputs.episodes]
+        return {"episodes": episodes, "operations": operations, "edges": []}
     if isinstance(inputs, consolidate.Input):
         operations = [{"op": "add", "subject": "user", "text": e.summary} for e in inputs.episodes]
         return {"operations": operations, "edges": []}

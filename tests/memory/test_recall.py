@@ -121,11 +121,8 @@ async def test_paraphrased_question_about_the_user_ranks_the_relevant_fact_first
 SAME_KIND = [f"The user took tennis lesson number {i} at the club." for i in range(6)]
 
 
-@pytest.mark.xfail(
-    reason="BUG: memory/store.py _ensure_indexes builds the FTS index once (first write) and never folds later "
-    "rows in, and unindexed rows get ~10x lower BM25 scores, so only the first-written match passes the gate",
-    strict=True,
-)
+# Passes through the cached words (memory/_lexical.py), which index every row as it is written; LanceDB's own
+# index scores rows written after it was built ~10x lower until the next optimize.
 async def test_equally_matching_facts_written_one_by_one_are_all_recalled(
     capability: MemoryCapability, ctx: MemoryContext
 ) -> None:

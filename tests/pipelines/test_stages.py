@@ -15,7 +15,7 @@ from tiermem.memory._llm import LLM
 from tiermem.memory._stage import Stage
 from tiermem.memory.testing import FunctionModel, ScriptedModel
 from tiermem.pipelines import LLMStages, RulesStages, observe_turn
-from tiermem.prompts import STAGES, compact, consolidate, digest, encode_episode, observe
+from tiermem.prompts import STAGES, compact, consolidate, digest, encode_consolidate, encode_episode, observe
 
 # litellm builds a pydantic adapter for a TypedDict with ReadOnly items on its first completion.
 pytestmark = pytest.mark.filterwarnings(r"ignore:Items? .* `ReadOnly` qualifier:UserWarning")
@@ -43,6 +43,18 @@ INPUTS: dict[str, tuple[Stage[Any, Any], BaseModel]] = {
     "consolidate-relations": (
         consolidate.STAGE,
         consolidate.Input(episodes=[EPISODE], existing=[], relations=RelationsOptions(), now=NOW),
+    ),
+    "encode_consolidate": (
+        encode_consolidate.STAGE,
+        encode_consolidate.Input(
+            episodes=[EPISODE], observations=[ENTRY], existing=[], now=NOW, encode=[EPISODE.id], turns=[TURN]
+        ),
+    ),
+    "encode_consolidate-relations": (
+        encode_consolidate.STAGE,
+        encode_consolidate.Input(
+            episodes=[EPISODE], existing=[], relations=RelationsOptions(), now=NOW, encode=[EPISODE.id], turns=[TURN]
+        ),
     ),
     "digest": (digest.STAGE, digest.Input(facts=[FACT], edges=[EDGE])),
     "compact": (compact.STAGE, compact.Input(subject="moni", facts=[FACT, OTHER])),

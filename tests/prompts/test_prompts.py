@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 import tiermem.prompts as prompts
 from tiermem import Edge, Episode, Fact, Message, RelationsOptions, Turn, WorkingEntry
 from tiermem.memory._stage import Stage
-from tiermem.prompts import compact, consolidate, digest, encode_episode, observe
+from tiermem.prompts import compact, consolidate, digest, encode_consolidate, encode_episode, observe
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 LATER = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
@@ -44,16 +44,17 @@ def _text(messages: list[dict[str, str]]) -> str:
     return "\n".join(m["content"] for m in messages)
 
 
-MODULES = [observe, encode_episode, consolidate, digest, compact]
+MODULES = [observe, encode_episode, consolidate, encode_consolidate, digest, compact]
 
 
 def test_every_prompt_module_has_one_stage() -> None:
     assert set(prompts.__all__) == {"STAGES", "Stage", *(m.__name__.rsplit(".", 1)[1] for m in MODULES)}
     assert tuple(m.STAGE for m in MODULES) == prompts.STAGES
     assert {s.version for s in prompts.STAGES} == {
-        "observe-v1",
+        "observe-v2",
         "encode-episode-v1",
-        "consolidate-v1",
+        "consolidate-v2",
+        "encode-consolidate-v1",
         "digest-v2",
         "compact-v1",
     }
