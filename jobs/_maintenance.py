@@ -21,12 +21,30 @@ __all__ = ["close_idle_sessions", "retry_pending", "run_consolidation", "run_dig
 log = logging.getLogger("tiermem.jobs")
 
 
+CONSOLIDATION_BATCH = 4
+"""Episodes per consolidation call (``consolidate``'s default ``batch_size``): a full batch is not waited on."""
+
+
 async def run_consolidation(mem: MemorySystem, now: datetime | None = None) -> dict[str, Any]:
-    """Consolidate every user with pending episodes."""
+    """Consolidate every user with pending episodes.
+
+    With the episodic option ``batch_wait``, a user with fewer than a full batch waits until the
+    oldest of them has waited that long (``waiting`` counts them): fewer, fuller model calls.
+    """
+    now = now or mem.clock.now()
+    episodic = mem.capability.episodic
+    wait = episodic.batch_wait if episodic is not None else None
     scopes = await run_blocking(mem.store.scopes, "episodes", Where(eq={}, isin={"status": ["pending"]}))
-    report: dict[str, Any] = {"users": 0, "episodes": 0, "deferred": 0, "refused": 0}
+    report: dict[str, Any] = {"users": 0, "episodes": 0, "deferred": 0, "refused": 0, "waiting": 0}
     for namespace, user in scopes:
-        result = await mem.consolidate(MemoryContext(namespace=namespace, user_id=user))
+        ctx = MemoryContext(namespace=namespace, user_id=user)
+        if wait is not None:
+            pending = await run_blocking(mem.tiers.episodes, ctx, statuses=["pending"])
+            oldest = min((e.ended_at for e in pending), default=now)
+            if 0 < len(pending) < CONSOLIDATION_BATCH and now - oldest < wait:
+                report["waiting"] += 1
+                continue
+        result = await mem.consolidate(ctx, batch_size=CONSOLIDATION_BATCH)
         report["users"] += 1
         report["episodes"] += result.episodes
         report["deferred"] += int(result.deferred)

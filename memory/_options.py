@@ -52,6 +52,12 @@ class EpisodicOptions(_Options):
         "so short sessions cost fewer calls; until then the episode has a provisional, extractive summary: its most "
         "salient observations).",
     )
+    batch_wait: timedelta | None = Field(
+        default=None,
+        description="The scheduled consolidation job waits until a user has a full batch of pending episodes "
+        "(4, one model call) or the oldest has waited this long; None consolidates whatever is pending at each "
+        'run. With encode="consolidation" this is what makes short sessions cheap: one call per 4 sessions.',
+    )
 
 
 class RelationsOptions(_Options):

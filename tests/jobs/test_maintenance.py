@@ -72,6 +72,52 @@ async def test_run_consolidation_consolidates_every_user_with_pending_episodes(
     assert (len(await mem.facts(ann)) > 0, len(await mem.facts(bob)) > 0, await mem.facts(idle)) == (True, True, [])
 
 
+async def _ended_sessions(mem: MemorySystem, user: str, count: int, start: int = 0) -> None:
+    for n in range(start, start + count):
+        ctx = MemoryContext(user_id=user, session_id=f"s-{n}")
+        await mem.capture(ctx, say(f"I planted {n + 2} apple trees in the orchard."))
+        await mem.end_session(ctx)
+
+
+async def test_with_batch_wait_consolidation_waits_for_a_full_batch_then_makes_one_call(
+    store_path: str, clock: FrozenClock, embedder: HashingEmbedder
+) -> None:
+    stages = FlakyStages()
+    mem = make_system(
+        store_path,
+        clock,
+        embedder,
+        model=stages,
+        episodic={"encode": "consolidation", "batch_wait": timedelta(hours=1)},
+    )
+    await _ended_sessions(mem, "ann", 3)
+
+    waited = await run_consolidation(mem, clock.advance(minutes=15))
+
+    assert (waited["waiting"], waited["episodes"]) == (1, 0)
+    assert {e.status for e in mem.tiers.episodes(MemoryContext(user_id="ann"))} == {"pending"}
+    await _ended_sessions(mem, "ann", 1, start=3)  # the fourth session fills the batch
+    stages.calls.clear()
+
+    full = await run_consolidation(mem, clock.advance(minutes=15))
+
+    assert (full["waiting"], full["episodes"]) == (0, 4)
+    assert stages.calls == ["encode_consolidate"]  # four sessions summarised and consolidated in one call
+
+
+async def test_with_batch_wait_a_partial_batch_is_consolidated_once_its_oldest_has_waited(
+    store_path: str, clock: FrozenClock, embedder: HashingEmbedder
+) -> None:
+    mem = make_system(store_path, clock, embedder, episodic={"batch_wait": timedelta(hours=1)})
+    await _ended_sessions(mem, "ann", 2)
+    assert (await run_consolidation(mem, clock.advance(minutes=59)))["waiting"] == 1
+
+    report = await run_consolidation(mem, clock.advance(minutes=2))
+
+    assert (report["waiting"], report["episodes"]) == (0, 2)
+    assert {e.status for e in mem.tiers.episodes(MemoryContext(user_id="ann"))} == {"consolidated"}
+
+
 async def test_run_consolidation_twice_does_no_more_work(
     store_path: str, clock: FrozenClock, embedder: HashingEmbedder, ctx: MemoryContext
 ) -> None:
