@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ._cached_search import CachedSearches
 from ._errors import InvalidArgumentError
 from ._lineage import Lineage, MetadataFilter
 from ._options import RecallOptions
@@ -133,6 +134,20 @@ class Search:
 
         ``where``: only memories matching it (captured metadata, see :mod:`._lineage`).
         """
+        # One version check per table for the whole recall: aliases, lineage and searches read one version.
+        with self.tiers.store.pinned_versions():
+            return self._recall(ctx, cue, limit=limit, tiers=tiers, subject=subject, where=where)
+
+    def _recall(
+        self,
+        ctx: MemoryContext,
+        cue: str | None,
+        *,
+        limit: int,
+        tiers: Sequence[str] | None,
+        subject: str | None,
+        where: MetadataFilter | None,
+    ) -> list[RankedMemoryItem]:
         aliases = self.tiers.aliases(ctx)
         canon = canonical_subject(subject, aliases=aliases) if subject is not None else None
         now = self.tiers.clock.now()
@@ -151,24 +166,21 @@ class Search:
         meaning = self._meaning(cue)
         pool = max(limit * 3, 30)
         found: dict[tuple[str, str], Candidate] = {}
-        # One full-text and one vector search per table, all in flight at once (LanceDB releases the GIL).
-        searches = []
+        # One full-text and one vector search per table. A user's cached rows are searched here, in memory;
+        # the others' searches go to LanceDB, all in flight at once (it releases the GIL).
+        searches: list[tuple[TableName, CachedSearches | Callable[[], CachedSearches]]] = []
         for table in tables:
             scoped = self._where(ctx, table, canon, allowed)
             if scoped is not None:
-                lexical_job = _SEARCHES.submit(store.text_search, table, cue, scoped, limit=pool)
-                vector_job = (
-                    _SEARCHES.submit(store.vector_search, table, meaning[1], scoped, limit=pool) if meaning else None
-                )
-                searches.append((table, scoped, lexical_job, vector_job))
+                cached = store.cached_searches(table, cue, meaning[1] if meaning else None, scoped, limit=pool)
+                searches.append((table, cached or self._submitted(table, cue, meaning, scoped, pool)))
         searched = 0  # memories the vector searches compared: how high "unrelated" reaches
-        for table, scoped, lexical_job, vector_job in searches:
-            text_hits = lexical_job.result()
-            lexical = {h.record.id: h.score for h in text_hits}
-            hits = {h.record.id: h for h in (vector_job.result() if vector_job else [])}
-            hits.update({h.record.id: h for h in text_hits})
-            if meaning:
-                searched += store.searched(table, scoped)
+        for table, result in searches:
+            done = result if isinstance(result, CachedSearches) else result()
+            lexical = {h.record.id: h.score for h in done.text}
+            hits = {h.record.id: h for h in done.vector}
+            hits.update({h.record.id: h for h in done.text})
+            searched += done.searched
             if not hits:
                 continue
             vectors = np.stack([h.vector for h in hits.values()])
@@ -199,6 +211,23 @@ class Search:
             aliases=aliases,
             limit=limit,
         )
+
+    def _submitted(
+        self, table: TableName, cue: str, meaning: tuple[Calibration, np.ndarray] | None, scoped: Where, pool: int
+    ) -> Callable[[], CachedSearches]:
+        """One table's searches through LanceDB, submitted to the search threads; call the result to wait."""
+        store = self.tiers.store
+        lexical_job = _SEARCHES.submit(store.text_search, table, cue, scoped, limit=pool)
+        vector_job = _SEARCHES.submit(store.vector_search, table, meaning[1], scoped, limit=pool) if meaning else None
+
+        def result() -> CachedSearches:
+            return CachedSearches(
+                text=lexical_job.result(),
+                vector=vector_job.result() if vector_job else [],
+                searched=store.searched(table, scoped) if meaning else 0,
+            )
+
+        return result
 
     def _meaning(self, cue: str) -> tuple[Calibration, np.ndarray] | None:
         """The embedder's calibration and the cue's vector, centered on its background (see _relevance).

@@ -26,6 +26,7 @@ from lancedb.query import FullTextOperator, MultiMatchQuery
 from lancedb.remote.errors import LanceDBClientError
 from pydantic import BaseModel
 
+from ._cached_search import CachedSearches, PinnedVersions, cached_searches
 from ._commits import CommitRetry, retry_conflicts
 from ._errors import (
     ConfigurationError,
@@ -145,6 +146,7 @@ class Store:
         self._vectors = VectorCache(vector_cache_bytes)
         self._loads: dict[tuple[str, str, str], threading.Lock] = {}
         self._oversize: set[tuple[str, str, str]] = set()
+        self._pins = PinnedVersions()
         self._check_meta()
 
     # -- schema -----------------------------------------------------------------------------
@@ -508,7 +510,11 @@ class Store:
     def version(self, name: TableName) -> int:
         """The table's current version (moves with every write, from any process)."""
         with _engine_errors(f"read {name}"):
-            return int(self.table(name).version)
+            return self._pins.read(name, lambda: int(self.table(name).version))
+
+    def pinned_versions(self) -> contextlib.AbstractContextManager[None]:
+        """Within the block, this thread reads each table's version once (one recall: one check per table)."""
+        return self._pins.pinned()
 
     def count(self, name: TableName, where: Where | None = None) -> int:
         with _engine_errors(f"count {name}"):
@@ -547,9 +553,13 @@ class Store:
 
     def _cached_block(self, key: tuple[str, str, str]) -> VectorBlock:
         """The user's block at the table's current version, loaded once however many searches ask at once."""
-        version = int(self.table(key[0]).version)
-        block = self._vectors.get(key, version)
-        if block is None:
+
+        def current() -> int:
+            return int(self.table(key[0]).version)
+
+        block = self._vectors.get(key, self._pins.read(key[0], current))
+        if block is None:  # stale, or a write of this process moved it since pinned: check the engine again
+            version = self._pins.refresh(key[0], current)
             with self._loads.setdefault(key, threading.Lock()):  # recall's text and vector searches run together
                 block = self._vectors.get(key, version) or self._load_block(*key, version)
         return block
@@ -618,6 +628,21 @@ class Store:
             else:
                 self._vectors.put(key, block)  # it grew: the least recently used others may go
         return None if block.lexical_refused else block
+
+    def cached_searches(
+        self, name: TableName, text: str, vector: np.ndarray | None, where: Where, *, limit: int
+    ) -> CachedSearches | None:
+        """``text_search``, ``vector_search`` (when ``vector``) and ``searched`` at once, in this thread, when the
+        one user ``where`` names has their rows and words cached at the table's version; else None."""
+        namespace, user = where.eq.get("namespace"), where.eq.get("user_id")
+        if namespace is None or user is None or self._vectors.max_bytes <= 0:
+            return None
+        with _engine_errors(f"search {name}"):
+            version = self._pins.read(name, lambda: int(self.table(name).version))
+        block = self._vectors.get((name, namespace, user), version)
+        if block is None or block.lexical is None or block.lexical_refused:
+            return None
+        return cached_searches(block, SPECS[name].model.model_validate_json, where, text, vector, limit=limit)
 
     def lance_text_search(self, name: TableName, text: str, where: Where, *, limit: int) -> list[Hit]:
         """Full-text search through LanceDB's index (any scope; what the cached words stand in for)."""
