@@ -5,9 +5,9 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from ._errors import ErrorKind
 from ._identity import Scope, fact_id
@@ -70,6 +70,20 @@ def retrieval_keys(values: object) -> tuple[str, ...]:
         if len(keys) == MAX_KEYS:
             break
     return tuple(keys)
+
+
+def _model_keys(values: object) -> list[str]:
+    return list(retrieval_keys(values))
+
+
+ModelKeys = Annotated[
+    list[str],
+    BeforeValidator(_model_keys),
+    Field(
+        max_length=MAX_KEYS, description="Broader terms and synonyms a later question may use, not words of the text."
+    ),
+]
+"""Retrieval keys in a model's output schema: normalised, a bad key dropped rather than failing the answer."""
 
 
 def _utc(value: datetime) -> datetime:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from tiermem.memory._options import RelationsOptions
-from tiermem.memory._records import MAX_KEYS, Episode, Fact, WorkingEntry, retrieval_keys
+from tiermem.memory._records import MAX_KEYS, Episode, Fact, ModelKeys, WorkingEntry
 from tiermem.memory._stage import ChatMessages, Stage
 
 VERSION = "consolidate-v2"
@@ -38,17 +38,7 @@ class Operation(BaseModel):
     target_id: str | None = Field(default=None, description="Existing fact id for reinforce and update.")
     confidence: float = Field(default=0.8, ge=0.0, le=1.0, description="Confidence in the fact.")
     source_episode_ids: list[str] = Field(default_factory=list, description="Episodes it came from.")
-    keys: list[str] = Field(
-        default_factory=list,
-        max_length=MAX_KEYS,
-        description="Broader terms and synonyms a later question may use, not words of the text.",
-    )
-
-    @field_validator("keys", mode="before")
-    @classmethod
-    def _keys(cls, value: object) -> list[str]:
-        """Normalised; a bad key is dropped rather than failing the whole answer."""
-        return list(retrieval_keys(value))
+    keys: ModelKeys = Field(default_factory=list)
 
 
 class EdgeOut(BaseModel):

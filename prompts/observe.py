@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from tiermem.memory._records import MAX_KEYS, Message, retrieval_keys
+from tiermem.memory._records import MAX_KEYS, Message, ModelKeys
 from tiermem.memory._stage import ChatMessages, Stage
 
 VERSION = "observe-v2"
@@ -32,17 +32,7 @@ class Observation(BaseModel):
     kind: Kind = Field(description="What sort of observation it is.")
     text: str = Field(min_length=1, max_length=1000, description="One self-contained sentence.")
     salience: float = Field(ge=0.0, le=1.0, description="How much it matters later, 0..1.")
-    keys: list[str] = Field(
-        default_factory=list,
-        max_length=MAX_KEYS,
-        description="Broader terms and synonyms a later question may use, not words of the text.",
-    )
-
-    @field_validator("keys", mode="before")
-    @classmethod
-    def _keys(cls, value: object) -> list[str]:
-        """Normalised; a bad key is dropped rather than failing the whole answer."""
-        return list(retrieval_keys(value))
+    keys: ModelKeys = Field(default_factory=list)
 
 
 class Output(BaseModel):
