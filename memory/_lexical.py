@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+import Stemmer
 
 from ._filters import fts_cue
-from ._text import STOP_WORDS, stem
+from ._text import STOP_WORDS
 
 __all__ = ["FIELDS", "LexicalIndex", "query_terms"]
 
@@ -43,11 +44,7 @@ _TOKEN = re.compile(r"[^\W_]+")
 
 
 def _snowball() -> Callable[[str], str]:
-    """The engine's stemmer (Snowball English, from PyStemmer); the project's light stemmer without it."""
-    try:
-        import Stemmer
-    except ImportError:  # pragma: no cover - installs without PyStemmer recall a little less (see above)
-        return stem
+    """The engine's stemmer (Snowball English, from PyStemmer)."""
     stemmer = Stemmer.Stemmer("english")
     lock = threading.Lock()  # a PyStemmer stemmer is not thread-safe
 

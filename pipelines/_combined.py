@@ -14,17 +14,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from tiermem.memory._errors import InvalidSubjectError
-from tiermem.memory._identity import episode_id
 from tiermem.memory._options import RelationsOptions
 from tiermem.memory._records import Episode, Fact, MemoryContext, Turn, WorkingEntry
-from tiermem.memory._subjects import canonical_subject
 from tiermem.prompts import encode_consolidate, encode_episode
 
 from . import _rules as rules
 from ._budget import Budget, fitted
 from ._consolidator import ConsolidationPlan, consolidate_episodes
-from ._episodes import encode_session
+from ._episodes import encode_session, episode_subjects, session_episode
 from ._model import StageModel
 
 __all__ = ["PROVISIONAL", "EncodedBatch", "encode_and_consolidate", "provisional_episode"]
@@ -32,19 +29,6 @@ __all__ = ["PROVISIONAL", "EncodedBatch", "encode_and_consolidate", "provisional
 _STAGE = encode_consolidate.STAGE
 PROVISIONAL = "provisional"
 """Episode metadata key: True while the summary is extractive (no model has summarised the episode yet)."""
-
-
-def _subjects(raw: Sequence[str], aliases: Mapping[str, str]) -> tuple[str, ...]:
-    """Canonical subjects in first-seen order, invalid ones dropped; ``("user",)`` when none is left."""
-    found: list[str] = []
-    for name in raw:
-        try:
-            subject = canonical_subject(name, aliases=aliases)
-        except InvalidSubjectError:
-            continue
-        if subject not in found:
-            found.append(subject)
-    return tuple(found or ["user"])
 
 
 def provisional_episode(
@@ -69,23 +53,11 @@ def provisional_episode(
         ended_at=max(times),
     )  # fmt: skip
     extract = rules.encode_episode(inputs)
-    dia = [str(t.metadata["dia_id"]) for t in turns if "dia_id" in t.metadata]
-    return Episode(
-        id=episode_id(ctx, session_id=session_id),
-        namespace=ctx.namespace,
-        user_id=ctx.user_id,
-        session_id=session_id,
-        summary=" ".join(extract.summary.split()),
-        subjects=_subjects([*extract.subjects, *(e.subject for e in entries)], aliases),
-        started_at=min(times),
-        ended_at=max(times),
-        created_at=now,
-        updated_at=now,
-        salience=extract.salience,
-        status="pending",
-        provenance=tuple(t.id for t in turns),
-        metadata={PROVISIONAL: True, **({"dia_ids": dia} if dia else {})},
-    )
+    subjects = episode_subjects([*extract.subjects, *(e.subject for e in entries)], aliases)
+    return session_episode(
+        ctx=ctx, session_id=session_id, turns=turns, times=times, now=now, summary=extract.summary,
+        subjects=subjects, salience=extract.salience, metadata={PROVISIONAL: True},
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,7 +125,7 @@ def _written(
     return episode.model_copy(
         update={
             "summary": " ".join(out.summary.split()),
-            "subjects": _subjects([*out.subjects, *episode.subjects], aliases),
+            "subjects": episode_subjects([*out.subjects, *episode.subjects], aliases),
             "salience": out.salience,
             "metadata": {**meta, "prompt_version": encode_consolidate.VERSION, "model": model},
         }
@@ -180,7 +152,7 @@ async def _encoded(
     return episode.model_copy(
         update={
             "summary": made.summary,
-            "subjects": _subjects([*made.subjects, *episode.subjects], aliases),
+            "subjects": episode_subjects([*made.subjects, *episode.subjects], aliases),
             "salience": made.salience,
             "metadata": {**meta, **{k: v for k, v in made.metadata.items() if k != "dia_ids"}},
         }

@@ -7,7 +7,7 @@ each part is summarised, and the summaries are summarised, in as many rounds as 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from tiermem.memory._errors import InvalidSubjectError, ModelContextWindowError
@@ -19,7 +19,7 @@ from tiermem.prompts import encode_episode
 from ._budget import Budget, fitted
 from ._model import StageModel
 
-__all__ = ["encode_session", "session_parts"]
+__all__ = ["encode_session", "episode_subjects", "session_episode", "session_parts"]
 
 _STAGE = encode_episode.STAGE
 _PART_SHARE = 3  # a summary takes at most a third of a round's room, so each round at least thirds their number
@@ -48,35 +48,57 @@ async def encode_session(
     )
     outputs = await fitted(model, _STAGE, lambda budget: _summarise(model, budget, inputs))
     output = outputs[-1]  # the summary of the whole; the parts' outputs name subjects too
-    subjects: list[str] = []
-    for raw in [*(s for o in outputs for s in o.subjects), *(e.subject for e in entries)]:
+    subjects = episode_subjects([*(s for o in outputs for s in o.subjects), *(e.subject for e in entries)], aliases)
+    metadata = {"prompt_version": _STAGE.version, "model": model.name}
+    return session_episode(
+        ctx=ctx, session_id=session_id, turns=turns, times=times, now=now, summary=output.summary,
+        subjects=subjects, salience=max(o.salience for o in outputs),
+        metadata=metadata | ({"summary_calls": len(outputs)} if len(outputs) > 1 else {}),
+    )  # fmt: skip
+
+
+def episode_subjects(raw: Iterable[str], aliases: Mapping[str, str]) -> tuple[str, ...]:
+    """Canonical subjects in first-seen order, invalid ones dropped; ``("user",)`` when none is left."""
+    found: list[str] = []
+    for name in raw:
         try:
-            subject = canonical_subject(raw, aliases=aliases)
+            subject = canonical_subject(name, aliases=aliases)
         except InvalidSubjectError:
             continue
-        if subject not in subjects:
-            subjects.append(subject)
+        if subject not in found:
+            found.append(subject)
+    return tuple(found or ["user"])
+
+
+def session_episode(
+    *,
+    ctx: MemoryContext,
+    session_id: str,
+    turns: Sequence[Turn],
+    times: Sequence[datetime],
+    now: datetime,
+    summary: str,
+    subjects: tuple[str, ...],
+    salience: float,
+    metadata: Mapping[str, object],
+) -> Episode:
+    """The pending episode of a session's turns (spanning ``times``), its LoCoMo dialogue ids kept."""
     dia = [str(t.metadata["dia_id"]) for t in turns if "dia_id" in t.metadata]
     return Episode(
         id=episode_id(ctx, session_id=session_id),
         namespace=ctx.namespace,
         user_id=ctx.user_id,
         session_id=session_id,
-        summary=" ".join(output.summary.split()),
-        subjects=tuple(subjects or ["user"]),
+        summary=" ".join(summary.split()),
+        subjects=subjects,
         started_at=min(times),
         ended_at=max(times),
         created_at=now,
         updated_at=now,
-        salience=max(o.salience for o in outputs),
+        salience=salience,
         status="pending",
         provenance=tuple(t.id for t in turns),
-        metadata={
-            "prompt_version": _STAGE.version,
-            "model": model.name,
-            **({"summary_calls": len(outputs)} if len(outputs) > 1 else {}),
-            **({"dia_ids": dia} if dia else {}),
-        },
+        metadata={**metadata, **({"dia_ids": dia} if dia else {})},
     )
 
 
