@@ -152,7 +152,7 @@ class OnnxEmbedder:
     """The default: all-MiniLM-L6-v2 as an int8 ONNX model, run by onnxruntime, loaded lazily.
 
     Texts are tokenized with the model's own ``tokenizer.json`` (truncated to 256 tokens), sorted
-    by length and run in batches padded to their longest text; the token embeddings are
+    by length and run one at a time (``batch_size``); the token embeddings are
     mean-pooled over the attention mask and L2-normalised, as sentence-transformers does for this
     model. ``threads`` is onnxruntime's intra-op thread count (default: the machine's cores, at most
     4; the threads sleep rather than spin between calls, so an idle process costs nothing).
@@ -165,7 +165,10 @@ class OnnxEmbedder:
         *,
         model_id: str | None = None,
         threads: int | None = None,
-        batch_size: int = 8,  # 3.5 ms CPU per text at <= 8, 6-7 ms at 32 (bench/RESULTS-import.md)
+        # One text per run by default: int8 activations share one quantization range per run, so in a batch
+        # a text's vector depends on its batch-mates (cosine ~0.99 to itself alone). Alone costs ~10-20% more
+        # CPU in bulk (bench/EMBEDDERS.md); batch_size=8 trades that consistency for throughput.
+        batch_size: int = 1,
     ) -> None:
         if path is not None and model_id is None:
             raise ConfigurationError("OnnxEmbedder(path=...) needs a model_id naming that model (stored in the store)")

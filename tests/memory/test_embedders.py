@@ -69,6 +69,16 @@ def test_vectors_do_not_depend_on_the_cpu(onnx: OnnxEmbedder) -> None:
     assert agreement.min() >= 0.999, agreement
 
 
+def test_a_texts_vector_does_not_depend_on_its_batch(onnx: OnnxEmbedder) -> None:
+    """int8 activations share one quantization range per run: batched, a text's vector would follow its batch-mates."""
+    texts = json.loads(REFERENCE.read_text())["texts"]
+    alone = np.stack([onnx.embed([text])[0] for text in texts])
+    together = onnx.embed([*texts, "x " * 200, "Short."])[: len(texts)]
+    assert ((alone * together).sum(axis=1) >= 0.99999).all()
+    batched = OnnxEmbedder(batch_size=8).embed([*texts, "x " * 200, "Short."])[: len(texts)]
+    assert ((alone * batched).sum(axis=1) < 0.9999).any()  # what one run per text avoids
+
+
 def test_loads_offline_from_the_shipped_files_without_torch(tmp_path: Path) -> None:
     script = (
         "import sys\n"
