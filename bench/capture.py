@@ -59,6 +59,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from pydantic import BaseModel
 
 from tiermem import Embedder, HashingEmbedder, MemoryContext, Turn, UsageLedger, system
+from tiermem.jobs._scheduler import DEFAULT_INTERVALS, JOBS
 from tiermem.memory._embedders import resolve_embedder
 from tiermem.memory._identity import turn_id
 from tiermem.memory._records import Message
@@ -274,64 +275,99 @@ def run_all(sessions: list[list[list[dict[str, str]]]], runs: int, embedder: Emb
     return out
 
 
-# -- model usage by session length, encoding and cadence --------------------------------------------
+# -- model usage by session length, configuration and session spacing -----------------------------
 
 USAGE_LENGTHS = (5, 10, 20)
 AIM_AMORTISED = 1.15
-ENCODINGS = {"before": "session", "after": "consolidation"}
-"""before: the episode encoded by its own call at ``end_session``; after: encoded in the consolidation call."""
-CADENCES = (1, 4)
-"""Sessions between two ``consolidate`` + ``digest`` runs: after every session, or every 4 sessions (one full
-consolidation batch, ``batch_size=4``)."""
+USAGE_CONFIGS: dict[str, dict[str, Any] | None] = {
+    "default": None,
+    "previous default": {"encode": "session", "batch_wait": None},
+    "batch_wait 3 days": {"batch_wait": timedelta(days=3)},
+}
+"""default: the library's episodic options (no option passed). previous default: each episode encoded by its own
+call at ``end_session``, the consolidation job consolidating whatever is pending. batch_wait 3 days: the default
+encoding with a wait long enough for a user with one session a day to fill a batch."""
+GAPS = (timedelta(minutes=10), timedelta(hours=20))
+"""Time between the end of a session and the start of the next: a user in a busy stretch, a user once a day."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class UsageResult:
-    """One (session length, encoding, cadence) run of the fake LLM: the usage ledger per stage."""
+    """One (session length, configuration, gap) run of the fake LLM: the usage ledger per stage."""
 
     length: int
-    encode: str
-    every: int
+    config: str
+    gap: timedelta
     turns: int
     usage: dict[str, dict[str, float]]
     facts: int
+    pending: int
 
     def per_turn(self, stage: str | None, key: str) -> float:
         stages = [stage] if stage else list(self.usage)
         return sum(self.usage.get(s, {}).get(key, 0.0) for s in stages) / self.turns
 
 
+class Ticks:
+    """The scheduler's consolidation (every 15 minutes) and digest (hourly) jobs, run at their times as the
+    frozen clock passes them (``jobs/_scheduler.py`` DEFAULT_INTERVALS)."""
+
+    def __init__(self, mem: MemorySystem, clock: FrozenClock) -> None:
+        self.mem, self.clock = mem, clock
+        start = clock.now()
+        self.next = {"consolidation": start, "digests": start}
+
+    async def until(self, when: datetime) -> None:
+        """Run every job due up to ``when`` in time order, then leave the clock at ``when``."""
+        while (due := min(self.next.values())) <= when:
+            self.clock.set(due)
+            for name in [n for n, at in self.next.items() if at == due]:
+                await JOBS[name](self.mem, due)
+                self.next[name] = due + DEFAULT_INTERVALS[name]
+        self.clock.set(when)
+
+    def skip(self, when: datetime) -> None:
+        """Move the clock to ``when`` without running the ticks before it (only when they would do nothing)."""
+        for name, at in self.next.items():
+            while at <= when:
+                at += DEFAULT_INTERVALS[name]
+            self.next[name] = at
+        self.clock.set(when)
+
+
 async def usage_once(
-    *, length: int, encode: str, every: int, turns: int, seed: int, embedder: Embedder, folder: Path
+    *, length: int, config: str, gap: timedelta, turns: int, seed: int, embedder: Embedder, folder: Path
 ) -> UsageResult:
-    """``turns`` turns in sessions of ``length``, each session ended; ``consolidate`` + ``digest`` every
-    ``every`` sessions and once at the end for what is left (the fake LLM, no latency: counts only)."""
+    """``turns`` turns in sessions of ``length`` turns one minute apart, each session ended (``end_session``) and
+    the next starting ``gap`` later; consolidation and digests only by the scheduled jobs, at their intervals
+    (the fake LLM, no latency: counts only). Ticks in a gap past what the batch wait can change are skipped."""
     clock = FrozenClock(datetime(2026, 1, 5, 9, 0, tzinfo=UTC))
     fake = FunctionModel(function=fake_answer)
+    options = USAGE_CONFIGS[config]
     mem: MemorySystem = system(
         model=fake.model, store=str(folder), embedder=embedder, clock=clock, semantic={"relations": True},
-        episodic={"encode": encode},
+        episodic=True if options is None else options,  # True: the library's defaults
     )  # fmt: skip
+    episodic = mem.capability.episodic
+    assert episodic is not None
+    # After the wait (and one job interval) every pending episode is consolidated, after one more hour digested.
+    settle = (episodic.batch_wait or timedelta(0)) + DEFAULT_INTERVALS["consolidation"] + DEFAULT_INTERVALS["digests"]
+    ticks = Ticks(mem, clock)
     user = MemoryContext(namespace=NAMESPACE, user_id="u-usage")
-    waiting = 0
     for number, session in enumerate(conversation(max(turns // length, 1), length, seed)):
         ctx = user.model_copy(update={"session_id": f"s-{number:03d}"})
         for messages in session:
-            clock.advance(timedelta(minutes=1))
+            await ticks.until(clock.now() + timedelta(minutes=1))
             await mem.capture(ctx, messages)
         await mem.end_session(ctx)
-        waiting += 1
-        if waiting == every:
-            await mem.consolidate(user)
-            await mem.digest(user)
-            waiting = 0
-        clock.advance(hours=20)
-    if waiting:
-        await mem.consolidate(user)
-        await mem.digest(user)
+        ended = clock.now()
+        await ticks.until(ended + min(gap, settle))
+        ticks.skip(ended + gap)
+    await ticks.until(clock.now() + settle)  # what is left, as the jobs would do it
+    pending = len(await asyncio.to_thread(mem.tiers.episodes, user, statuses=["pending"]))
     result = UsageResult(
-        length=length, encode=encode, every=every, turns=mem.store.count("turns"), usage=mem.usage(),
-        facts=mem.store.count("facts"),
+        length=length, config=config, gap=gap, turns=mem.store.count("turns"), usage=mem.usage(),
+        facts=mem.store.count("facts"), pending=pending,
     )  # fmt: skip
     await mem.aclose()
     return result
@@ -342,18 +378,18 @@ def run_usage(lengths: Sequence[int], turns: int, seed: int, embedder: Embedder)
     root = Path(tempfile.mkdtemp(prefix="tiermem-bench-usage-"))
     try:
         for length in lengths:
-            for label, encode in ENCODINGS.items():
-                for every in CADENCES:
-                    folder = root / f"{length}-{encode}-{every}"
+            for config in USAGE_CONFIGS:
+                for gap in GAPS:
+                    folder = root / f"{length}-{config.replace(' ', '-')}-{int(gap.total_seconds())}"
                     result = asyncio.run(
                         usage_once(
-                            length=length, encode=encode, every=every, turns=turns, seed=seed, embedder=embedder,
+                            length=length, config=config, gap=gap, turns=turns, seed=seed, embedder=embedder,
                             folder=folder,
                         )
                     )  # fmt: skip
                     out.append(result)
                     print(
-                        f"  usage: {length}-turn sessions, {label}, every {every}: "
+                        f"  usage: {length}-turn sessions, {config}, {_gap(gap)} apart: "
                         f"{result.per_turn(None, 'calls'):.3f} calls/turn",
                         file=sys.stderr,
                     )
@@ -362,59 +398,61 @@ def run_usage(lengths: Sequence[int], turns: int, seed: int, embedder: Embedder)
     return out
 
 
+def _gap(gap: timedelta) -> str:
+    minutes = int(gap.total_seconds() // 60)
+    return f"{minutes // 60} h" if minutes % 60 == 0 else f"{minutes} min"
+
+
 def usage_report(results: Sequence[UsageResult], turns: int) -> list[str]:
-    """The model-usage table by session length, encoding and cadence, and the amortised aim."""
+    """The model-usage table by session length, configuration and session spacing, and the amortised aim."""
     stages = [s for s in STAGES if any(r.usage.get(s) for r in results)]
     lines = [
-        "## Model usage by session length, encoding and cadence (fake LLM)",
+        "## Model usage by session length, configuration and session spacing (fake LLM)",
         "",
-        f"{turns} captured turns per row, in sessions of 5, 10 or 20 turns (synthetic, same generator); every"
-        " session ended (`end_session`). `consolidate` + `digest` run after every session, or every 4 sessions"
-        ' (then once more at the end for what is left). before: `episodic={"encode": "session"}`, one'
-        ' `encode_episode` call per session at `end_session`. after: `episodic={"encode": "consolidation"}`,'
-        " `end_session` writes a provisional (extractive) episode without a call and one `encode_consolidate`"
-        " call per consolidation batch writes the summaries and the facts. The digest makes no call when the"
-        " facts it was written from did not change. Cells: calls / prompt tokens per captured turn.",
+        f"{turns} captured turns per row, in sessions of 5, 10 or 20 turns one minute apart (synthetic, same"
+        " generator); every session ended (`end_session`), the next starting 10 minutes or 20 hours later."
+        " Consolidation and digests only by the scheduled jobs at their default intervals (`run_consolidation`"
+        " every 15 minutes, `run_digests` hourly, `jobs/_scheduler.py`), on the frozen clock, and once the last"
+        ' session settled. default: no episodic option (`encode="consolidation"`, `batch_wait` 1 hour):'
+        " `end_session` writes a provisional (extractive) episode without a call, the job waits for a full batch"
+        " of 4 episodes or for the oldest to have waited an hour, and one `encode_consolidate` call per batch"
+        ' writes the summaries and the facts. previous default: `episodic={"encode": "session", "batch_wait":'
+        " None}`, one `encode_episode` call per session at `end_session`, the job consolidating whatever is"
+        ' pending. batch_wait 3 days: `episodic={"batch_wait": timedelta(days=3)}`. The digest makes no call'
+        " when the facts it was written from did not change. Cells: calls / prompt tokens per captured turn.",
         "",
-        "| session turns | encoding | consolidate + digest | "
+        "| session turns | configuration | sessions apart | "
         + " | ".join(stages)
-        + f" | all calls / turn | prompt tokens / turn | completion tokens / turn | <= {AIM_AMORTISED} |",
-        "| ---: | --- | --- | " + " | ".join("---:" for _ in stages) + " | ---: | ---: | ---: | --- |",
+        + f" | all calls / turn | prompt tokens / turn | completion tokens / turn | facts | <= {AIM_AMORTISED} |",
+        "| ---: | --- | --- | " + " | ".join("---:" for _ in stages) + " | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in results:
-        label = next(k for k, v in ENCODINGS.items() if v == r.encode)
         cells = [
             f"{_fmt(r.per_turn(s, 'calls'), 3)} / {_fmt(r.per_turn(s, 'prompt_tokens'), 0)}" if r.usage.get(s) else "-"
             for s in stages
         ]
         calls = r.per_turn(None, "calls")
         lines.append(
-            f"| {r.length} | {label} | {'every session' if r.every == 1 else f'every {r.every} sessions'} | "
+            f"| {r.length} | {r.config} | {_gap(r.gap)} | "
             + " | ".join(cells)
             + f" | **{_fmt(calls, 3)}** | {_fmt(r.per_turn(None, 'prompt_tokens'), 0)}"
-            f" | {_fmt(r.per_turn(None, 'completion_tokens'), 0)}"
+            f" | {_fmt(r.per_turn(None, 'completion_tokens'), 0)} | {r.facts}"
             f" | {'MET' if calls <= AIM_AMORTISED + 1e-9 else 'NOT MET'} |"
         )
-    after = [r for r in results if r.encode == "consolidation"]
-    batched = [r for r in after if r.every > 1]
-    worst = max(batched, key=lambda r: r.per_turn(None, "calls"), default=None)
-    per_session = max((r for r in after if r.every == 1), key=lambda r: r.per_turn(None, "calls"), default=None)
-    if worst is not None and per_session is not None:
-        met = worst.per_turn(None, "calls") <= AIM_AMORTISED + 1e-9
-        lines += [
-            "",
-            f"- At most {AIM_AMORTISED} model calls per captured turn, amortised, at any session length >= 5:"
-            f" **{'MET' if met else 'NOT MET'}** with encoding at consolidation and consolidation every"
-            f" {worst.every} sessions (worst {_fmt(worst.per_turn(None, 'calls'), 3)} at {worst.length} turns);"
-            f" **NOT MET** when consolidating after every session"
-            f" ({_fmt(per_session.per_turn(None, 'calls'), 3)} at {per_session.length} turns: one observe call per"
-            " turn leaves about 0.15 calls per turn, i.e. 0.75 calls per 5-turn session, for the consolidation"
-            " and the digest together).",
-            "- Cadence: the scheduler runs the consolidation job every 15 minutes and the digest job hourly"
-            ' (`jobs/_scheduler.py`); "every 4 sessions" is what they do for a user who ends 4 sessions between'
-            " two runs (one full batch). A user who ends fewer gets the per-session cadence: the aim then needs"
-            " sessions of about 20 turns, or consolidation that waits for a full batch (or a maximum age).",
-        ]
+    lines.append("")
+    for gap in GAPS:
+        rows = [r for r in results if r.config == "default" and r.gap == gap]
+        worst = max(rows, key=lambda r: r.per_turn(None, "calls"), default=None)
+        if worst is None:
+            continue
+        met = all(r.per_turn(None, "calls") <= AIM_AMORTISED + 1e-9 for r in rows)
+        lines.append(
+            f"- At most {AIM_AMORTISED} model calls per captured turn, amortised, at any session length >= 5, with"
+            f" the default options and sessions {_gap(gap)} apart: **{'MET' if met else 'NOT MET'}** (worst"
+            f" {_fmt(worst.per_turn(None, 'calls'), 3)} at {worst.length} turns)."
+        )
+    left = sum(r.pending for r in results)
+    lines.append(f"- Episodes still pending once every run settled: {left}.")
     return lines
 
 

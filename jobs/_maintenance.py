@@ -28,8 +28,9 @@ CONSOLIDATION_BATCH = 4
 async def run_consolidation(mem: MemorySystem, now: datetime | None = None) -> dict[str, Any]:
     """Consolidate every user with pending episodes.
 
-    With the episodic option ``batch_wait``, a user with fewer than a full batch waits until the
-    oldest of them has waited that long (``waiting`` counts them): fewer, fuller model calls.
+    A user with fewer than a full batch waits until the oldest of them has waited the episodic option
+    ``batch_wait`` (1 hour by default; ``waiting`` counts them): fewer, fuller model calls. ``None``
+    consolidates whatever is pending; ``MemorySystem.consolidate`` itself never waits.
     """
     now = now or mem.clock.now()
     episodic = mem.capability.episodic

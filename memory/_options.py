@@ -45,18 +45,22 @@ class EpisodicOptions(_Options):
 
     ttl: timedelta | None = Field(default=timedelta(days=365), description="Episodes older than this expire.")
     idle_after: timedelta = Field(default=timedelta(minutes=30), description="A session idle this long closes.")
+    # Cheap by default (about one model call per captured turn at any session length): ending a session
+    # makes no call and writes a provisional, extractive episode that recall finds at once; its summary
+    # and facts come from one consolidation call per batch of episodes, within ``batch_wait``.
     encode: Literal["session", "consolidation"] = Field(
-        default="session",
-        description='When a model summarises an ended session: "session", one call of its own as the session ends; '
-        '"consolidation", in the consolidation call that also turns it into facts (one call per batch of episodes, '
-        "so short sessions cost fewer calls; until then the episode has a provisional, extractive summary: its most "
-        "salient observations).",
+        default="consolidation",
+        description='When a model summarises an ended session: "consolidation" (the default), in the consolidation '
+        "call that also turns it into facts (one call per batch of episodes, so short sessions cost fewer calls; "
+        "until then the episode is searchable with a provisional, extractive summary: its most salient "
+        'observations); "session", one call of its own as the session ends (the summary at once, one more call '
+        "per session).",
     )
     batch_wait: timedelta | None = Field(
-        default=None,
+        default=timedelta(hours=1),
         description="The scheduled consolidation job waits until a user has a full batch of pending episodes "
-        "(4, one model call) or the oldest has waited this long; None consolidates whatever is pending at each "
-        'run. With encode="consolidation" this is what makes short sessions cheap: one call per 4 sessions.',
+        "(4, one model call) or the oldest has waited this long, so facts follow a session within this wait; "
+        "None consolidates whatever is pending at each run. ``consolidate()`` called directly never waits.",
     )
 
 

@@ -63,7 +63,7 @@ async def test_two_workers_sharing_a_job_store_consolidate_each_episode_once(tmp
 
     assert outcome.census.problems() == []
     assert outcome.notes["episodes"] == 24 and outcome.notes["per episode"] == {1: 24}  # no model call twice
-    assert outcome.calls["consolidate"] == {"ok": 6}
+    assert outcome.calls["encode_consolidate"] == {"ok": 6} and "consolidate" not in outcome.calls  # the default
 
 
 # -- bugs the suite found -------------------------------------------------------------------------

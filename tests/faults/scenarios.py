@@ -281,7 +281,8 @@ async def two_workers(folder: Path, *, mode: str, users: int, sessions: int, see
     config = _config(store, folder, "config", log=str(log), jobstore=f"sqlite:///{folder / 'jobs.db'}")
     run_together(LAUNCH, [[mode, config], [mode, config]], folder)
     calls = read_log(log)
-    consolidations = [c for c in calls if c["stage"] == "consolidate"]
+    # encode_consolidate by default (the episodes summarised in the same call), consolidate on the session path
+    consolidations = [c for c in calls if c["stage"] in ("consolidate", "encode_consolidate")]
     outcome = Outcome(census=take_census(mem.store, specs))
     outcome.add_calls(calls)
     outcome.notes = {

@@ -65,7 +65,7 @@ async def test_run_consolidation_consolidates_every_user_with_pending_episodes(
     await mem.end_session(ann)
     await mem.end_session(bob)  # cid's session is still open: no episode yet
 
-    report = await run_consolidation(mem, clock.now())
+    report = await run_consolidation(mem, clock.advance(hours=1))  # the default batch wait has passed
 
     assert (report["users"], report["episodes"], report["deferred"]) == (2, 2, 0)
     assert {e.status for e in mem.tiers.episodes(ann) + mem.tiers.episodes(bob)} == {"consolidated"}
@@ -140,9 +140,9 @@ async def test_run_consolidation_defers_when_the_model_fails(
     mem = make_system(store_path, clock, embedder, model=stages)
     await mem.capture(ctx, say("I work as a nurse in Porto."))
     await mem.end_session(ctx)
-    stages.failing = {"consolidate"}
+    stages.failing = {"encode_consolidate"}  # the default's consolidation call
 
-    report = await run_consolidation(mem, clock.now())
+    report = await run_consolidation(mem, clock.advance(hours=1))  # the default batch wait has passed
 
     (episode,) = mem.tiers.episodes(ctx)
     assert (report["users"], report["episodes"], report["deferred"]) == (1, 0, 1)
@@ -334,7 +334,8 @@ async def test_retry_pending_encodes_a_failed_episode_and_consolidates_it(
     store_path: str, clock: FrozenClock, embedder: HashingEmbedder, ctx: MemoryContext
 ) -> None:
     stages = FlakyStages()
-    mem = make_system(store_path, clock, embedder, model=stages)
+    # A failed encode_episode call at session end: the two-call path's.
+    mem = make_system(store_path, clock, embedder, model=stages, episodic={"encode": "session"})
     await mem.capture(ctx, say("I work as a nurse in Porto."))
     stages.failing = {"encode_episode"}
     ended = await mem.end_session(ctx)
@@ -353,7 +354,8 @@ async def test_idle_sessions_leave_a_failed_encoding_to_the_retries(
     store_path: str, clock: FrozenClock, embedder: HashingEmbedder, ctx: MemoryContext
 ) -> None:
     stages = FlakyStages()
-    mem = make_system(store_path, clock, embedder, model=stages)
+    # A failed encode_episode call at session end: the two-call path's.
+    mem = make_system(store_path, clock, embedder, model=stages, episodic={"encode": "session"})
     await mem.capture(ctx, say("I work as a nurse in Porto."))
     stages.failing = {"encode_episode"}
     await mem.end_session(ctx)

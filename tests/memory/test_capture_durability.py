@@ -154,7 +154,8 @@ async def test_provider_error_defers_and_loses_nothing(build: Builder, ctx: Memo
 
 async def test_provider_error_at_session_end_defers_the_episode(build: Builder, ctx: MemoryContext) -> None:
     switch = Switch(broken=False)
-    mem = build(_flaky(switch, _provider_down).model, num_retries=0)
+    # A provider error in the episode encoder's call at session end: the two-call path's.
+    mem = build(_flaky(switch, _provider_down).model, num_retries=0, episodic={"encode": "session"})
     await mem.capture(ctx, messages_of(TEXT))
     switch.broken = True
 

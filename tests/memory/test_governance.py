@@ -26,7 +26,7 @@ from tiermem import (
 )
 from tiermem.jobs import run_janitor
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall
-from tiermem.prompts import compact, consolidate, observe
+from tiermem.prompts import compact, consolidate, encode_consolidate, observe
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")
 
@@ -289,7 +289,8 @@ async def test_a_pin_outlives_an_update_by_the_consolidator(
         return {"operations": [{**update, "text": "Moni is allergic to shellfish and peanuts."}], "edges": []}
 
     said = {"subject": "moni", "kind": "fact", "text": "Moni is allergic to peanuts too.", "salience": 0.9}
-    model = stage_model({observe.STAGE: {"observations": [said]}, consolidate.STAGE: consolidator})
+    replies = {consolidate.STAGE: consolidator, encode_consolidate.STAGE: consolidator}  # either path's call
+    model = stage_model({observe.STAGE: {"observations": [said]}, **replies})
     mem = system(model=model.model, store=store_path, embedder=embedder, clock=clock)
     allergy = await mem.add_semantic_fact(ctx, "Moni is allergic to shellfish.", subject="moni")
     await mem.pin(ctx, allergy.id)

@@ -398,10 +398,11 @@ async def test_an_unknown_exception_in_capture_propagates_and_the_turn_stays_jou
 async def test_a_permanent_failure_at_session_end_is_not_retried_until_reconfigured(
     store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext
 ) -> None:
-    mem = _system(store_path, embedder, clock, "rules")
+    session_end = {"encode": "session"}  # a model call at session end: the two-call path's
+    mem = _system(store_path, embedder, clock, "rules", episodic=session_end)
     await mem.capture(ctx, [{"role": "user", "content": TEXT}])
     forbidden = Fake(_status(403))
-    broken = _system(store_path, embedder, clock, forbidden.model)
+    broken = _system(store_path, embedder, clock, forbidden.model, episodic=session_end)
 
     ended = await broken.end_session(ctx)
     report = await broken.retry_pending()

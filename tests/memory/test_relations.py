@@ -33,7 +33,7 @@ from tiermem.memory._stage import Stage
 from tiermem.memory._store import Where
 from tiermem.memory._system import ConsolidationResult
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, RecordedCall, StageCall
-from tiermem.prompts import consolidate, encode_episode, observe
+from tiermem.prompts import consolidate, encode_consolidate, encode_episode, observe
 
 # litellm builds a pydantic adapter for a TypedDict with ReadOnly items on its first completion;
 # pyproject's filterwarnings=error turns that third-party UserWarning into a failed model call.
@@ -83,6 +83,12 @@ class FakeModel:
             return encode_episode.Output(summary=self.summary, subjects=self.subjects, salience=0.6).model_dump()
         if stage is consolidate.STAGE:
             return {"operations": self.operations, "edges": self.edges}
+        if stage is encode_consolidate.STAGE:  # the default: the summaries, then what the consolidator says
+            written = [
+                {"id": i, "summary": self.summary, "subjects": self.subjects, "salience": 0.6}
+                for i in call.inputs.encode
+            ]
+            return {"episodes": written, "operations": self.operations, "edges": self.edges}
         raise AssertionError(f"unexpected stage {stage}")
 
     def calls(self, stage: Stage[Any, Any]) -> list[RecordedCall]:
@@ -97,11 +103,14 @@ def make(store_path: str, embedder: HashingEmbedder, clock: FrozenClock) -> Make
     """``make(relations)`` -> a system over the test store with a fresh fake model."""
 
     def build(
-        relations: Relations = True, *, semantic: Any = None, preset: str = "default"
+        relations: Relations = True, *, semantic: Any = None, preset: str = "default", episodic: Any = True
     ) -> tuple[MemorySystem, FakeModel]:
         fake = FakeModel()
         sem = semantic if semantic is not None else {"relations": relations}
-        mem = system(model=fake.model, store=store_path, embedder=embedder, clock=clock, semantic=sem, preset=preset)
+        mem = system(
+            model=fake.model, store=store_path, embedder=embedder, clock=clock, semantic=sem, preset=preset,
+            episodic=episodic,
+        )  # fmt: skip
         return mem, fake
 
     return build
@@ -170,7 +179,9 @@ async def test_off_by_default_no_edges_written(make: MakeSystem, ctx: MemoryCont
 async def test_off_consolidate_system_prompt_has_no_relation_text(
     make: MakeSystem, ctx: MemoryContext, semantic: Any
 ) -> None:
-    mem, fake = make(semantic=semantic)
+    # The consolidate stage's own prompt (the two-call path); the combined prompt's encoder part says "their
+    # relation to the user" of people, so the word check holds for this stage only.
+    mem, fake = make(semantic=semantic, episodic={"encode": "session"})
     await session(mem, fake, ctx, facts=FAMILY_FACTS, edges=FAMILY_EDGES, subjects=sorted(FAMILY))
     (call,) = fake.calls(consolidate.STAGE)
     instructions = str(call.messages[0]["content"]).lower()
@@ -178,17 +189,23 @@ async def test_off_consolidate_system_prompt_has_no_relation_text(
     assert "edge" not in instructions
 
 
-async def test_on_consolidate_system_prompt_asks_for_edges(make: MakeSystem, ctx: MemoryContext) -> None:
-    mem, fake = make({"vocabulary": ["married to", "works at"]})
+ENCODINGS: dict[str, Stage[Any, Any]] = {"consolidation": encode_consolidate.STAGE, "session": consolidate.STAGE}
+"""The stage that consolidates with each ``episodic.encode``: the combined one by default, else the consolidator."""
+
+
+@pytest.mark.parametrize("encode", list(ENCODINGS), ids=list(ENCODINGS))
+async def test_on_consolidate_system_prompt_asks_for_edges(make: MakeSystem, ctx: MemoryContext, encode: str) -> None:
+    mem, fake = make({"vocabulary": ["married to", "works at"]}, episodic={"encode": encode})
     await session(mem, fake, ctx, facts=FAMILY_FACTS, subjects=sorted(FAMILY))
-    (call,) = fake.calls(consolidate.STAGE)
+    (call,) = fake.calls(ENCODINGS[encode])
     instructions = str(call.messages[0]["content"])
     assert "extract typed relations" in instructions
     assert "Use only these relation types: married to, works at." in instructions
 
 
 async def test_off_consolidate_request_mentions_no_edges(make: MakeSystem, ctx: MemoryContext) -> None:
-    mem, fake = make(semantic=True)
+    # The consolidate stage's request (two-call path): the combined one says "their relation to the user".
+    mem, fake = make(semantic=True, episodic={"encode": "session"})
     await session(mem, fake, ctx, facts=FAMILY_FACTS, subjects=sorted(FAMILY))
     (call,) = fake.calls(consolidate.STAGE)
     assert "relation" not in call.prompt.lower()

@@ -18,7 +18,7 @@ from tiermem.memory._stage import Stage
 from tiermem.memory._store import Where
 from tiermem.memory._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
-from tiermem.prompts import consolidate, digest, encode_episode, observe
+from tiermem.prompts import consolidate, digest, encode_consolidate, encode_episode, observe
 
 Builder = Callable[..., MemorySystem]
 
@@ -28,12 +28,14 @@ pytestmark = pytest.mark.filterwarnings(r"ignore:Items? .* `ReadOnly` qualifier:
 
 MONI = "My wife Moni is allergic to shellfish."
 MONI_FACT = "Moni, the user's wife, is allergic to shellfish."
+MONI_CONSOLIDATED = {
+    "operations": [{"op": "add", "subject": "Moni", "text": MONI_FACT, "confidence": 0.9}],
+    "edges": [{"source": "user", "relation": "married to", "target": "Moni"}],
+}
 MONI_REPLIES: dict[Any, Any] = {
     observe.STAGE: {"observations": [{"subject": "moni", "kind": "relationship", "text": MONI_FACT, "salience": 0.9}]},
-    consolidate.STAGE: {
-        "operations": [{"op": "add", "subject": "Moni", "text": MONI_FACT, "confidence": 0.9}],
-        "edges": [{"source": "user", "relation": "married to", "target": "Moni"}],
-    },
+    consolidate.STAGE: MONI_CONSOLIDATED,
+    encode_consolidate.STAGE: MONI_CONSOLIDATED,  # the default: the same facts (the episode keeps its own summary)
 }
 
 
@@ -183,7 +185,7 @@ def _update_to_globex(messages: list[dict[str, Any]], call: AnyCall) -> dict[str
 async def test_update_supersedes_and_keeps_the_old_fact(
     build: Builder, ctx: MemoryContext, clock: FrozenClock, kind: str
 ) -> None:
-    model, _ = _model(kind, {consolidate.STAGE: _update_to_globex})
+    model, _ = _model(kind, {consolidate.STAGE: _update_to_globex, encode_consolidate.STAGE: _update_to_globex})
     mem = build(model)
     await _one_session(mem, ctx, "I work at Initech.")
     (old,) = await mem.facts(ctx)
@@ -204,7 +206,7 @@ async def test_update_supersedes_and_keeps_the_old_fact(
 async def test_superseded_fact_is_recalled_only_as_past(
     build: Builder, ctx: MemoryContext, clock: FrozenClock, kind: str
 ) -> None:
-    model, _ = _model(kind, {consolidate.STAGE: _update_to_globex})
+    model, _ = _model(kind, {consolidate.STAGE: _update_to_globex, encode_consolidate.STAGE: _update_to_globex})
     mem = build(model)
     await _one_session(mem, ctx, "I work at Initech.")
     (old,) = await mem.facts(ctx)
@@ -261,10 +263,10 @@ async def test_overflow_stays_in_the_session_log(
     assert log == {"Alpha likes opera.": "overflow", "Bravo likes jazz.": "active", "Charlie likes folk.": "active"}
 
 
-async def test_overflow_reaches_the_episode_encoder(
-    capped: tuple[MemorySystem, FunctionModel], ctx: MemoryContext
-) -> None:
-    mem, fake = capped
+async def test_overflow_reaches_the_episode_encoder(build: Builder, ctx: MemoryContext) -> None:
+    fake = stage_model({observe.STAGE: _observe_with_salience})
+    working = {"capacity": 2, "salience_half_life": 1.0}  # as `capped`, with the episode encoder's own call
+    mem = build(fake.model, working=working, episodic={"encode": "session"})
     await _capture_all(mem, ctx)
 
     ended = await mem.end_session(ctx)
@@ -420,15 +422,19 @@ async def test_rules_model_makes_no_model_call(build: Builder, ctx: MemoryContex
         (encode_episode.STAGE, encode_episode.Output, False),
         (consolidate.STAGE, consolidate.FactsOutput, False),
         (consolidate.STAGE, consolidate.Output, True),
+        (encode_consolidate.STAGE, encode_consolidate.FactsOutput, False),
+        (encode_consolidate.STAGE, encode_consolidate.Output, True),
         (digest.STAGE, digest.Output, False),
     ],
-    ids=["observe", "encode_episode", "consolidate-facts-only", "consolidate-with-edges", "digest"],
-)
+    ids=["observe", "encode_episode", "consolidate-facts-only", "consolidate-with-edges",
+         "encode_consolidate-facts-only", "encode_consolidate-with-edges", "digest"],
+)  # fmt: skip
 async def test_fake_models_get_the_schema_in_the_prompt(
     build: Builder, ctx: MemoryContext, stage: Stage[Any, Any], schema: type[Any], relations: bool
 ) -> None:
     fake = stage_model()
-    mem = build(fake.model, semantic={"relations": relations})
+    two_calls = stage in (encode_episode.STAGE, consolidate.STAGE)  # these stages run on the session path only
+    mem = build(fake.model, semantic={"relations": relations}, episodic={"encode": "session"} if two_calls else True)
     await _one_session(mem, ctx, "I bake rye bread every Sunday.")
     await mem.digest(ctx)
 
@@ -436,7 +442,7 @@ async def test_fake_models_get_the_schema_in_the_prompt(
 
     assert json.dumps(schema.model_json_schema(), separators=(",", ":")) in call.prompt
     assert "Reply with a single JSON object" in call.messages[-1]["content"]
-    assert ('"edges"' in call.prompt) is (stage is consolidate.STAGE and relations)
+    assert ('"edges"' in call.prompt) is (stage in (consolidate.STAGE, encode_consolidate.STAGE) and relations)
     assert call.call is not None and call.call.output is schema
 
 

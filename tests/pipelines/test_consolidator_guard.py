@@ -16,7 +16,7 @@ from tiermem.memory._llm import LLM
 from tiermem.memory._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 from tiermem.pipelines import LLMStages, compact_subject, consolidate_episodes
-from tiermem.prompts import compact, consolidate, observe
+from tiermem.prompts import compact, consolidate, encode_consolidate, observe
 
 # litellm lazily imports a module whose pydantic TypedDict warns on every model call; pyproject's
 # filterwarnings="error" would turn that into a failed (deferred) call.
@@ -25,7 +25,14 @@ pytestmark = pytest.mark.filterwarnings(r"ignore:Items? .* `ReadOnly` qualifier:
 Builder = Callable[..., MemorySystem]
 USER_FACT = "The user is allergic to peanuts."
 MONI_FACT = "Moni, the user's wife, is allergic to shellfish."
-MONI_OBSERVED = {"observations": [{"subject": "moni", "kind": "relationship", "text": MONI_FACT, "salience": 0.9}]}
+# A user observation too: the episode's subjects (from its observations until consolidation summarises it)
+# then include "user", so the user's facts are shown to the consolidator, as the guard cases need.
+MONI_OBSERVED = {
+    "observations": [
+        {"subject": "moni", "kind": "relationship", "text": MONI_FACT, "salience": 0.9},
+        {"subject": "user", "kind": "relationship", "text": "The user is married to Moni.", "salience": 0.5},
+    ]
+}
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
@@ -78,7 +85,10 @@ async def _seeded(
     def consolidate_reply(messages: list[dict[str, Any]], call: AnyCall) -> dict[str, Any]:
         return {"operations": [op(call.inputs)], "edges": []}
 
-    fake = stage_model({observe.STAGE: MONI_OBSERVED, consolidate.STAGE: consolidate_reply})
+    # The same operations whichever stage consolidates (encode_consolidate by default, its input extends the
+    # consolidator's): the guard is the same code behind both.
+    replies = {observe.STAGE: MONI_OBSERVED, consolidate.STAGE: consolidate_reply}
+    fake = stage_model({**replies, encode_consolidate.STAGE: consolidate_reply})
     mem = build(fake.model)
     user = await mem.add_semantic_fact(ctx, USER_FACT, subject="user")
     moni = await mem.add_semantic_fact(ctx, "Moni likes opera.", subject="moni")
@@ -123,7 +133,7 @@ async def test_valid_operations_in_the_same_batch_still_apply(build: Builder, ct
     def reply(messages: list[dict[str, Any]], call: AnyCall) -> dict[str, Any]:
         return {"operations": [both(call.inputs), {"op": "add", "subject": "moni", "text": MONI_FACT}], "edges": []}
 
-    fake = stage_model({observe.STAGE: MONI_OBSERVED, consolidate.STAGE: reply})
+    fake = stage_model({observe.STAGE: MONI_OBSERVED, consolidate.STAGE: reply, encode_consolidate.STAGE: reply})
     mem = build(fake.model)
     user = await mem.add_semantic_fact(ctx, USER_FACT, subject="user")
     await mem.capture(ctx, messages_of("My wife Moni is allergic to shellfish."))

@@ -1,0 +1,149 @@
+"""Out of the box (no episodic option) a session's end makes no model call: its episode is provisional and
+searchable at once, and the scheduled consolidation job writes summaries and facts with one call per batch of 4
+episodes, waiting at most an hour for a batch to fill; ``consolidate()`` called directly never waits."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tests.fakes import calls_for, messages_of, session, stage_model
+from tiermem import EpisodicOptions, MemoryContext, system
+from tiermem.jobs import close_idle_sessions, run_consolidation
+from tiermem.memory._system import MemorySystem
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
+from tiermem.prompts import consolidate, encode_consolidate, encode_episode, observe
+
+pytestmark = pytest.mark.filterwarnings(r"ignore:Items? .* `ReadOnly` qualifier:UserWarning")
+
+
+def _default(fake: FunctionModel, store_path: str, embedder: HashingEmbedder, clock: FrozenClock) -> MemorySystem:
+    return system(model=fake.model, store=store_path, embedder=embedder, clock=clock)  # no episodic option
+
+
+async def _ended(mem: MemorySystem, ctx: MemoryContext, count: int, start: int = 0) -> None:
+    for number in range(start, start + count):
+        sctx = session(ctx, f"s-{number}")
+        for turn in range(5):
+            await mem.capture(sctx, messages_of(f"I planted {number * 5 + turn + 2} pear trees in Evora.", "Nice."))
+        await mem.end_session(sctx)
+
+
+def test_the_defaults_are_the_cheap_path() -> None:
+    options = EpisodicOptions()
+
+    assert (options.encode, options.batch_wait) == ("consolidation", timedelta(hours=1))
+
+
+async def test_a_default_system_ends_a_session_without_a_model_call_and_recalls_it_at_once(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext
+) -> None:
+    fake = stage_model()
+    mem = _default(fake, store_path, embedder, clock)
+    await mem.capture(ctx, messages_of("I keep three beehives on the roof in Evora.", "Lovely."))
+    before = len(fake.calls)
+
+    ended = await mem.end_session(ctx)
+
+    assert len(fake.calls) == before and len(calls_for(fake, observe.STAGE)) == before == 1
+    assert ended.episode is not None and ended.episode.status == "pending"
+    assert ended.episode.metadata["provisional"] is True
+    found = await mem.recall(ctx.model_copy(update={"session_id": "s-later"}), "beehives", tiers=["episodic"])
+    assert ended.episode.id in [item.id for item in found]  # searchable before any consolidation
+
+
+async def test_the_idle_session_job_closes_a_session_without_a_model_call(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext
+) -> None:
+    fake = stage_model()
+    mem = _default(fake, store_path, embedder, clock)
+    await mem.capture(ctx, messages_of("I keep three beehives on the roof.", "Lovely."))
+
+    report = await close_idle_sessions(mem, clock.advance(minutes=31))
+
+    assert report["closed"] == 1 and [c.stage_name for c in fake.calls] == [observe.STAGE.name]
+
+
+@pytest.mark.parametrize(
+    ("sessions", "after", "waiting"),
+    [(4, timedelta(minutes=15), 0), (3, timedelta(minutes=59), 1), (3, timedelta(hours=1), 0)],
+    ids=["full-batch-at-once", "partial-batch-waits", "partial-batch-after-the-hour"],
+)
+async def test_the_default_consolidation_job_waits_for_a_batch_or_the_hour_then_makes_one_call(
+    store_path: str,
+    embedder: HashingEmbedder,
+    clock: FrozenClock,
+    ctx: MemoryContext,
+    sessions: int,
+    after: timedelta,
+    waiting: int,
+) -> None:
+    fake = stage_model()
+    mem = _default(fake, store_path, embedder, clock)
+    await _ended(mem, ctx, sessions)
+
+    report = await run_consolidation(mem, clock.advance(after))
+
+    assert report["waiting"] == waiting and report["episodes"] == (0 if waiting else sessions)
+    combined = calls_for(fake, encode_consolidate.STAGE)
+    assert calls_for(fake, encode_episode.STAGE) == [] and calls_for(fake, consolidate.STAGE) == []
+    assert len(combined) == (0 if waiting else 1)
+    statuses = {e.status for e in mem.tiers.episodes(ctx)}
+    assert statuses == ({"pending"} if waiting else {"consolidated"})
+    if not waiting:
+        (call,) = combined
+        assert len(call.call.inputs.encode) == sessions  # type: ignore[union-attr]  # every summary in that call
+        assert len(await mem.facts(ctx)) == sessions
+
+
+async def test_four_sessions_cost_one_call_beyond_their_observer_calls_with_the_default_job(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext
+) -> None:
+    fake = stage_model()
+    mem = _default(fake, store_path, embedder, clock)
+    await _ended(mem, ctx, 3)
+    assert (await run_consolidation(mem, clock.advance(minutes=15)))["waiting"] == 1
+    await _ended(mem, ctx, 1, start=3)
+
+    await run_consolidation(mem, clock.advance(minutes=15))
+
+    assert {c.stage_name for c in fake.calls} == {observe.STAGE.name, encode_consolidate.STAGE.name}
+    assert (len(calls_for(fake, observe.STAGE)), len(calls_for(fake, encode_consolidate.STAGE))) == (20, 1)
+
+
+async def test_consolidate_called_directly_does_not_wait_for_a_batch(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext
+) -> None:
+    fake = stage_model()
+    mem = _default(fake, store_path, embedder, clock)
+    await _ended(mem, ctx, 1)
+
+    result = await mem.consolidate(ctx)
+
+    assert result.episodes == 1 and len(calls_for(fake, encode_consolidate.STAGE)) == 1
+    (episode,) = mem.tiers.episodes(ctx)
+    assert episode.status == "consolidated" and "provisional" not in episode.metadata
+
+
+async def test_an_import_with_the_defaults_summarises_and_consolidates_every_session(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext
+) -> None:
+    fake = stage_model()
+    mem = _default(fake, store_path, embedder, clock)
+    start = clock.now() - timedelta(days=30)
+    history = [
+        {
+            "session_id": f"h-{n}",
+            "turns": [{"at": start + timedelta(days=n), "messages": messages_of(f"I ran {n + 3} km today.", "Wow.")}],
+        }
+        for n in range(5)
+    ]
+
+    report = await mem.import_conversations(ctx, history)
+
+    assert (report.episodes, report.consolidated, report.errors) == (5, 5, [])
+    assert calls_for(fake, encode_episode.STAGE) == [] and len(calls_for(fake, encode_consolidate.STAGE)) == 2
+    episodes = mem.tiers.episodes(ctx)
+    assert {e.status for e in episodes} == {"consolidated"} and len(episodes) == 5
+    assert not any(e.metadata.get("provisional") for e in episodes)  # every summary is the model's
