@@ -18,11 +18,13 @@ is held at least as relevant as the past memory matched, and it always ranks abo
 
 from __future__ import annotations
 
+import copy
 import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -50,6 +52,23 @@ __all__ = [
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 # A memory that no longer holds keeps this share of its score (and always ranks below what replaced it).
 PAST_WEIGHT = 0.7
+_Item = TypeVar("_Item", bound=MemoryItem)
+_set = object.__setattr__
+
+
+def _built(cls: type[_Item], /, **values: Any) -> _Item:
+    """``cls.model_construct(**values)`` for values naming every field in order, without its per-field loop.
+
+    Recall builds one item per candidate and one ranked item per winner from records validated when
+    read; ``model_construct`` looks up aliases and defaults field by field, which cost more than the
+    rest of the conversion (tests/memory/test_recall_fast_path.py holds the two equal).
+    """
+    item = cls.__new__(cls)
+    _set(item, "__dict__", values)
+    _set(item, "__pydantic_fields_set__", set(values))
+    _set(item, "__pydantic_extra__", None)
+    _set(item, "__pydantic_private__", None)
+    return item
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,7 +90,8 @@ def _iso(value: datetime | None) -> str | None:
 def edge_to_memory_item(edge: Edge, now: datetime, *, half_life: SemanticOptions | None = None) -> MemoryItem:
     """An edge of the relations graph as a memory item of tier "relation"."""
     opts = half_life or SemanticOptions()
-    return MemoryItem.model_construct(
+    return _built(
+        MemoryItem,
         id=edge.id,
         tier="relation",
         subject=edge.source,
@@ -103,7 +123,8 @@ def to_memory_item(
     if isinstance(record, Edge):
         return edge_to_memory_item(record, now, half_life=semantic)
     if isinstance(record, Turn):
-        return MemoryItem.model_construct(
+        return _built(
+            MemoryItem,
             id=record.id,
             tier="episodic",
             subject=record.subject,
@@ -116,7 +137,8 @@ def to_memory_item(
         )
     if isinstance(record, WorkingEntry):
         half = (working or WorkingOptions()).salience_half_life
-        return MemoryItem.model_construct(
+        return _built(
+            MemoryItem,
             id=record.id,
             tier="working",
             subject=record.subject,
@@ -128,7 +150,8 @@ def to_memory_item(
             metadata={"kind": record.kind, "session_id": record.session_id, **record.metadata},
         )
     if isinstance(record, Episode):
-        return MemoryItem.model_construct(
+        return _built(
+            MemoryItem,
             id=record.id,
             tier="episodic",
             subject=USER if USER in record.subjects or not record.subjects else record.subjects[0],
@@ -147,7 +170,8 @@ def to_memory_item(
         )
     if isinstance(record, Fact):
         opts = semantic or SemanticOptions()
-        return MemoryItem.model_construct(
+        return _built(
+            MemoryItem,
             id=record.id,
             tier="semantic",
             subject=record.subject,
@@ -166,7 +190,8 @@ def to_memory_item(
                 **record.metadata,
             },
         )
-    return MemoryItem.model_construct(
+    return _built(
+        MemoryItem,
         id=record.id,
         tier="digest",
         subject=record.subject,
@@ -345,23 +370,40 @@ def rank(
     replaced = _lift_replacements(candidates, relevance, plausible)
     named_set = set(named)
     scores: dict[int, float] = {}
-    for i, cand in enumerate(candidates):
-        if not plausible[i]:
-            continue
-        item = cand.item
-        fresh = recency(item.updated_at, now, half_life=options.recency_half_life)
-        prior = (options.tier_weights.get(item.tier, 0.5) + item.confidence + fresh) / 3.0
-        boost = options.subject_boost if item.subject in named_set else 0.0
-        scores[i] = float(relevance[i]) * (1.0 - options.prior_weight + options.prior_weight * prior + boost)
+    weights, prior_weight, named_boost = options.tier_weights, options.prior_weight, options.subject_boost
+    half_life = options.recency_half_life.total_seconds()
+    for i in np.flatnonzero(plausible).tolist():
+        item = candidates[i].item
+        # recency(), inlined: it runs for every plausible candidate of every recall.
+        fresh = 0.5 ** (max((now - item.updated_at).total_seconds(), 0.0) / half_life)
+        prior = (weights.get(item.tier, 0.5) + item.confidence + fresh) / 3.0
+        boost = named_boost if item.subject in named_set else 0.0
+        scores[i] = float(relevance[i]) * (1.0 - prior_weight + prior_weight * prior + boost)
     for i, successors in replaced.items():
         if i in scores:  # past: scaled down, and below every current fact that replaced it
             scores[i] = min([scores[i] * PAST_WEIGHT, *(0.99 * scores[j] for j in successors if j in scores)])
     scored = sorted(((score, candidates[i].item.id, i) for i, score in scores.items()), key=lambda t: (-t[0], t[1]))
     # The items were validated when read: only the winners become ranked items, without re-validation.
     return [
-        RankedMemoryItem.model_construct(**dict(candidates[i].item), score=score, relevance=float(relevance[i]))
+        _built(
+            RankedMemoryItem,
+            **{**candidates[i].item.__dict__, "metadata": _owned(candidates[i].item.metadata)},
+            score=score,
+            relevance=float(relevance[i]),
+        )
         for score, _, i in scored[:limit]
     ]
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _owned(metadata: dict[str, Any]) -> dict[str, Any]:
+    """``metadata`` for the caller to keep and change: the store keeps parsed records between recalls,
+    and a list or dict inside their metadata would otherwise be the very one the next recall reads."""
+    if all(isinstance(v, _SCALARS) for v in metadata.values()):
+        return dict(metadata)
+    return copy.deepcopy(metadata)
 
 
 def rank_without_cue(

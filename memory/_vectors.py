@@ -32,11 +32,19 @@ FILTERS = ("id", "session_id", "subject", "status")
 # its serialised size.
 _PARSED = 1024
 _PARSED_FACTOR = 3
+# Filter masks kept per block, and the most values a membership test may list to be kept: recall
+# asks the same few scopes (a user's live facts, say) query after query, and testing every row's
+# strings costs more than the vector product's share of a row.
+_MASKS = 8
+_MASK_VALUES = 64
 # Elements per matrix-vector product: OpenBLAS splits a bigger one across threads, and on a busy
 # machine waking them costs scheduler ticks (8 ms measured for 10k rows of 384) where one thread
-# takes 0.5 ms. Chunks start on multiples of _ROWS rows, where the kernel's row blocks start: a score
-# does not depend on the chunk size (nor on the cores, as one threaded product's split does).
-_PRODUCT = 2**19
+# takes 0.5 ms. Its threshold for sgemv is 115,200 x 4 = 460,800 elements (OpenBLAS 0.3.31): 2**19
+# was above it, so every chunk of 1,344 rows woke the threads (at load 9 on 2 cores: p50 22 ms,
+# p95 200 ms for 10k rows of 384; in chunks of 2**18, 1.3 ms and 10 ms). Chunks start on multiples of
+# _ROWS rows, where the kernel's row blocks start: a score does not depend on the chunk size (nor on
+# the cores, as one threaded product's split does).
+_PRODUCT = 2**18
 _ROWS = 64
 
 
@@ -59,6 +67,8 @@ class VectorBlock:
     lexical_refused: bool = field(default=False)
     # id -> parsed record. Records are frozen models, so one object can serve every search.
     parsed: OrderedDict[str, Any] = field(default_factory=OrderedDict)
+    # filters -> rows passing them, read-only (see mask). A block's rows never change: a write makes a new block.
+    masks: dict[tuple[Any, ...], np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def nbytes(self) -> int:
@@ -88,8 +98,9 @@ class VectorBlock:
 
     @cached_property
     def vector_bytes(self) -> int:
-        """The vectors, serialised records and filter columns."""
-        return int(self.matrix.nbytes + sum(len(r) for r in self.columns["record"]) + 64 * 4 * len(self.matrix))
+        """The vectors, serialised records, filter columns and room for the filter masks kept."""
+        rows = len(self.matrix)
+        return int(self.matrix.nbytes + sum(len(r) for r in self.columns["record"]) + (64 * 4 + _MASKS) * rows)
 
     @cached_property
     def text_bytes(self) -> int:
@@ -108,7 +119,27 @@ class VectorBlock:
         return self.lexical
 
     def mask(self, eq: Mapping[str, str], isin: Mapping[str, Sequence[str]], ne: Mapping[str, str]) -> np.ndarray:
-        """Rows passing equality, membership and inequality tests (a NULL is never equal)."""
+        """Rows passing equality, membership and inequality tests (a NULL is never equal); read-only.
+
+        Kept per filter for the next search of the same scope, unless it lists many values (ids).
+        """
+        if sum(len(v) for v in isin.values()) > _MASK_VALUES:
+            return self._tested(eq, isin, ne)
+        key = (
+            tuple(sorted(eq.items())),
+            tuple(sorted((k, tuple(v)) for k, v in isin.items())),
+            tuple(sorted(ne.items())),
+        )
+        keep = self.masks.get(key)
+        if keep is None:
+            keep = self._tested(eq, isin, ne)
+            while len(self.masks) >= _MASKS:
+                with contextlib.suppress(StopIteration, KeyError):  # another thread's search may drop it first
+                    del self.masks[next(iter(self.masks))]
+            self.masks[key] = keep
+        return keep
+
+    def _tested(self, eq: Mapping[str, str], isin: Mapping[str, Sequence[str]], ne: Mapping[str, str]) -> np.ndarray:
         keep = np.ones(len(self.matrix), dtype=bool)
         for column, value in eq.items():
             keep &= self.columns[column] == value
@@ -116,6 +147,7 @@ class VectorBlock:
             keep &= np.isin(self.columns[column], np.asarray(list(values), dtype=str))
         for column, value in ne.items():
             keep &= self.columns[column] != value
+        keep.flags.writeable = False  # shared by the searches of this scope: none may change it
         return keep
 
     def upsert(self, columns: Mapping[str, Sequence[str | None]], matrix: np.ndarray) -> VectorBlock:

@@ -122,7 +122,7 @@ def test_similarities_do_not_depend_on_the_chunk_size(monkeypatch: pytest.Monkey
     matrix = rng.standard_normal((rows, 384)).astype(np.float32)
     vector = rng.standard_normal(384)
     found = []
-    for chunk_rows in (64, 1000, 1365):  # rounded down to multiples of 64 rows; 1365 is the default for 384
+    for chunk_rows in (64, 1000, 1365):  # rounded down to multiples of 64 rows; 1365: the old default at 384
         monkeypatch.setattr(_vectors, "_PRODUCT", chunk_rows * 384)
         found.append(similarities(matrix, vector))
     assert all(np.array_equal(found[0], other) for other in found[1:])
