@@ -12,16 +12,22 @@ Configurations, interleaved run by run (``--runs``, default 3; medians reported,
   Nothing else is done to the turns: no import of the same turns can beat it.
 - ``journal per turn``: ``tiers.journal(turn)`` per turn (embed one, insert if absent), capture's journal write.
 - ``rules c1`` / ``rules c8``: ``import_conversations(ctx, history, concurrency=1 | 8)`` with the offline rules
-  model: each session journaled, observed and written in bulk, ended in order, full batches of episodes
-  consolidated as they come, then the rest consolidated and the user digested.
+  model: sessions journaled, observed and written in bulk and ended by groups of 4 in order, full batches of
+  episodes consolidated as they come, then the rest consolidated and the user digested.
 - ``fake 200ms c8``: the same at ``concurrency=8`` with ``FunctionModel(latency=0.2)`` through real litellm,
-  answering every stage validly (one observation per message, the episode from its entries, one fact per
+  declaring a 128k context window and answering every stage validly (one observation per message, the episode
+  from its entries, one fact per
   episode sentence, the digest from the facts). ``fake 200ms c1`` on request (``--configs "fake 200ms c1"``).
+
+``--embedder`` and ``--encode`` take comma-separated lists: every configuration runs with each embedder
+(``default``, ``minilm-static``, ``hashing``) and each episode-encoding mode (``session``, ``consolidation``,
+``library``: the library default), interleaved; each row's ratio is to the journal baseline of its embedder.
 
 ``turns/s`` is end to end: the whole ``import_conversations`` call (or the whole journal loop) over the
 history's turns. ``commits / turn`` counts the store's commits (``Store._write``, ``delete``, ``dedupe``, lease
-``claim``/``unclaim``), ``reads / turn`` its reads (``query`` (``get`` included), ``count``, ``column_values``,
-``vector_search``, ``text_search``, ``lease_row``), both counted by wrapping the run's store. ``--profile`` also
+``claim``/``unclaim`` and their ``_many`` forms), ``reads / turn`` its reads (``query`` (``get`` included),
+``count``, ``column_values``, ``vector_search``, ``text_search``, ``lease_row``), both counted by wrapping the
+run's store. ``--profile`` also
 runs one ``rules c1`` import under cProfile (the event loop's thread and every worker thread) and reports where
 the time goes.
 
@@ -30,6 +36,8 @@ Usage (from the repo root):
     python bench/import_history.py --quick     # smoke run: 3 sessions, 1 run; prints only
     python bench/import_history.py --profile   # + a cProfile of one rules-model import
     python bench/import_history.py --embedder hashing --configs journal,rules --out /tmp/import-hashing.md
+    python bench/import_history.py --profile --embedder default,minilm-static --encode session,consolidation \
+        --configs "journal bulk,rules,fake" --out bench/RESULTS-import.md   # the issue 15 matrix
 """
 
 from __future__ import annotations
@@ -71,15 +79,16 @@ from tiermem.memory._identity import turn_id
 from tiermem.memory._records import Message
 from tiermem.memory._system import MemorySystem
 from tiermem.memory.testing import FunctionModel, StageCall, forbid_real_model_requests
-from tiermem.prompts import consolidate, digest, encode_episode, observe
+from tiermem.prompts import consolidate, digest, encode_consolidate, encode_episode, observe
 
 forbid_real_model_requests()  # a benchmark never reaches a real provider
 warnings.filterwarnings("ignore", message=r"Items? .* `ReadOnly` qualifier")  # litellm import-time noise
 
 NAMESPACE = "bench"
 USER = "u-import"
-STAGES = ("observe", "encode_episode", "consolidate", "digest")
+STAGES = ("observe", "encode_episode", "consolidate", "encode_consolidate", "digest")
 FAKE_LATENCY = 0.2
+FAKE_WINDOW = 128_000
 TURN_STEP = timedelta(seconds=30)
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 ANALYSIS = "<!-- analysis: written by hand, kept when the bench rewrites the tables above -->"
@@ -89,7 +98,7 @@ CONFIGS = ("journal bulk", "journal per turn", "rules c1", "rules c8", "fake 200
 PACKAGES = ("lancedb", "litellm", "pyarrow", "onnxruntime", "pydantic")
 GROUPS = {"journal": CONFIGS[:2], "rules": CONFIGS[2:4], "fake": CONFIGS[4:5]}
 BASELINE = "journal bulk"
-COMMITS = ("_write", "delete", "dedupe", "claim", "unclaim")
+COMMITS = ("_write", "delete", "dedupe", "claim", "unclaim", "claim_many", "unclaim_many")
 READS = ("query", "count", "column_values", "vector_search", "text_search", "lease_row")
 
 
@@ -123,15 +132,61 @@ def fake_answer(messages: list[dict[str, Any]], call: StageCall[Any, Any]) -> di
     if isinstance(inputs, encode_episode.Input):
         seen = [e.text for e in inputs.entries]
         return {"summary": " ".join(seen)[:3900] or "The user chatted.", "subjects": ["user"], "salience": 0.6}
-    if isinstance(inputs, consolidate.Input):
+    if isinstance(inputs, consolidate.Input):  # encode_consolidate's input is one too: it also gets the summaries
         sentences = [s for e in inputs.episodes for s in re.split(r"(?<=[.!?])\s+", e.summary) if s.strip()]
-        return {"operations": [{"op": "add", "subject": "user", "text": s} for s in sentences[:100]], "edges": []}
+        answer: dict[str, Any] = {
+            "operations": [{"op": "add", "subject": "user", "text": s} for s in sentences[:100]],
+            "edges": [],
+        }
+        if isinstance(inputs, encode_consolidate.Input):
+            answer["episodes"] = [
+                {"id": e.id, "summary": e.summary[:3900] or "The user chatted.", "subjects": ["user"], "salience": 0.6}
+                for e in inputs.episodes
+                if e.id in inputs.encode
+            ]
+        return answer
     if isinstance(inputs, digest.Input):
         return {"text": " ".join(f.text for f in inputs.facts[:8]) or "The user has no facts yet."}
     return {"merges": []}
 
 
 # -- runs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One configuration with one embedder and one episode-encoding mode: a row of the report."""
+
+    config: str
+    embedder_name: str
+    embedder: Embedder
+    encode: str
+    label: str
+
+    @property
+    def journal(self) -> bool:
+        return self.config.startswith("journal")
+
+
+def variants(
+    configs: Sequence[str], embedders: Sequence[tuple[str, Embedder]], encodes: Sequence[str]
+) -> list[Variant]:
+    """Every configuration with every embedder (and, but the journal's, every encoding), labelled by what varies."""
+    out = []
+    for name, embedder in embedders:
+        for config in configs:
+            for encode in encodes[:1] if config.startswith("journal") else encodes:
+                parts = [config]
+                if len(embedders) > 1:
+                    parts.append(name)
+                if len(encodes) > 1 and not config.startswith("journal"):
+                    parts.append(f"encode={encode}")
+                out.append(Variant(config, name, embedder, encode, " / ".join(parts)))
+    return out
+
+
+def _episodic(encode: str) -> dict[str, Any] | None:
+    return None if encode == "library" else {"encode": encode}
 
 
 @dataclass
@@ -221,13 +276,16 @@ def _count_store_calls(mem: MemorySystem, result: RunResult) -> None:
     store.query = query  # type: ignore[method-assign]
 
 
-async def run_once(
-    config: str, hist: list[dict[str, Any]], speaker: str, embedder: Embedder, folder: Path
-) -> RunResult:
+async def run_once(variant: Variant, hist: list[dict[str, Any]], speaker: str, folder: Path) -> RunResult:
+    config = variant.config
     model: Any = "rules"
     if config.startswith("fake"):
-        model = FunctionModel(function=fake_answer, latency=FAKE_LATENCY).model
-    mem: MemorySystem = system(model=model, store=str(folder), embedder=embedder, semantic={"relations": True})
+        # A 128k window, as the models it stands for have: a batch of 4 LoCoMo sessions fits one call.
+        model = FunctionModel(function=fake_answer, latency=FAKE_LATENCY, context_window=FAKE_WINDOW).model
+    mem: MemorySystem = system(
+        model=model, store=str(folder), embedder=variant.embedder, semantic={"relations": True},
+        episodic=_episodic(variant.encode),
+    )  # fmt: skip
     ctx = MemoryContext(namespace=NAMESPACE, user_id=USER)
     await mem.add_alias(ctx, speaker)
     total = sum(len(s["turns"]) for s in hist)
@@ -245,7 +303,7 @@ async def run_once(
         result.seconds = time.perf_counter() - started
         return result
     # Instance attributes shadow the methods: import_conversations calls them through ``self``.
-    for phase in ("end_session", "consolidate", "digest"):
+    for phase in ("end_sessions", "consolidate", "digest"):
         setattr(mem, phase, _timed(result, phase, getattr(mem, phase)))
     _count_store_calls(mem, result)
     concurrency = int(config.rsplit("c", 1)[1])
@@ -264,18 +322,18 @@ async def run_once(
 
 
 def run_all(
-    hist: list[dict[str, Any]], speaker: str, runs: int, embedder: Embedder, configs: Sequence[str]
+    hist: list[dict[str, Any]], speaker: str, runs: int, chosen: Sequence[Variant]
 ) -> dict[str, list[RunResult]]:
-    out: dict[str, list[RunResult]] = {c: [] for c in configs}
+    out: dict[str, list[RunResult]] = {v.label: [] for v in chosen}
     root = Path(tempfile.mkdtemp(prefix="tiermem-bench-import-"))
     try:
         for run in range(runs):
-            for config in configs:  # interleaved, so drifting machine load hits every config alike
-                folder = root / f"{config.replace(' ', '-')}-{run}"
-                result = asyncio.run(run_once(config, hist, speaker, embedder, folder))
-                out[config].append(result)
+            for n, variant in enumerate(chosen):  # interleaved, so drifting machine load hits every config alike
+                folder = root / f"{n}-{run}"
+                result = asyncio.run(run_once(variant, hist, speaker, folder))
+                out[variant.label].append(result)
                 print(
-                    f"  run {run + 1}/{runs} {config:<17} {result.tps:7.1f} turns/s ({result.seconds:.1f} s),"
+                    f"  run {run + 1}/{runs} {variant.label:<40} {result.tps:7.1f} turns/s ({result.seconds:.1f} s),"
                     f" deferred {result.deferred}",
                     file=sys.stderr,
                 )
@@ -321,10 +379,8 @@ class _ProfiledExecutor(concurrent.futures.ThreadPoolExecutor):
 # the store never embeds, the embedder never touches the store, the rules never do either).
 PROFILE_GROUPS: dict[str, list[tuple[str, str]]] = {
     "embedding (embedder.embed)": [("_embedders.py", "embed")],
-    "LanceDB commits (Store._write, delete, dedupe, compaction)": [
-        ("_store.py", "_write"),
-        ("_store.py", "delete"),
-        ("_store.py", "dedupe"),
+    "LanceDB commits (Store._write, delete, dedupe, leases, compaction)": [
+        ("_store.py", n) for n in ("_write", "delete", "dedupe", "claim", "unclaim", "claim_many", "unclaim_many")
     ],
     "reads (Store.query, get, count, column_values, keys, counts, searches)": [
         ("_store.py", n)
@@ -334,7 +390,7 @@ PROFILE_GROUPS: dict[str, list[tuple[str, str]]] = {
 }
 
 
-def profile_import(hist: list[dict[str, Any]], speaker: str, embedder: Embedder) -> str:
+def profile_import(hist: list[dict[str, Any]], speaker: str, embedder: Embedder, encode: str) -> str:
     """One ``rules c1`` import under cProfile; a markdown section."""
     folder = Path(tempfile.mkdtemp(prefix="tiermem-bench-import-profile-"))
     executor = _ProfiledExecutor()
@@ -343,7 +399,10 @@ def profile_import(hist: list[dict[str, Any]], speaker: str, embedder: Embedder)
 
     async def go() -> tuple[float, float]:
         asyncio.get_running_loop().set_default_executor(executor)
-        mem = system(model="rules", store=str(folder), embedder=embedder, semantic={"relations": True})
+        mem = system(
+            model="rules", store=str(folder), embedder=embedder, semantic={"relations": True},
+            episodic=_episodic(encode),
+        )  # fmt: skip
         ctx = MemoryContext(namespace=NAMESPACE, user_id=USER)
         await mem.add_alias(ctx, speaker)
         started, cpu_started = time.perf_counter(), time.process_time()
@@ -370,7 +429,7 @@ def profile_import(hist: list[dict[str, Any]], speaker: str, embedder: Embedder)
 
     busy = sum(v[2] for v in raw.values())  # every thread's own time: CPU-ish work, excludes idle waits
     lines = [
-        "## Profile: one `rules c1` import under cProfile",
+        f"## Profile: one `rules c1` import under cProfile (embedder `{embedder.id}`, encode {encode})",
         "",
         f"{turns} turns, {wall:.1f} s wall under the profiler ({turns / wall:.1f} turns/s; cProfile slows"
         f" Python-heavy code, so shares matter, not the rate). Threads profiled: the event loop's and"
@@ -443,10 +502,12 @@ def _median(results: Sequence[RunResult], value: Callable[[RunResult], float]) -
     return statistics.median(value(r) for r in results)
 
 
-def _embedder_label(embedder: Embedder) -> str:
+def _embedder_label(name: str, embedder: Embedder) -> str:
     if isinstance(embedder, HashingEmbedder):
-        return f"HashingEmbedder({embedder.dimensions}) (`--embedder hashing`)"
-    return f"the default embedder `{embedder.id}` ({embedder.dimensions} dims, `resolve_embedder(None)`)"
+        return f"`hashing`: HashingEmbedder({embedder.dimensions})"
+    if name == "default":
+        return f"`default`: the default embedder `{embedder.id}` ({embedder.dimensions} dims, `resolve_embedder(None)`)"
+    return f"`{name}`: `{embedder.id}` ({embedder.dimensions} dims, `embedder={name!r}`)"
 
 
 def report(
@@ -454,26 +515,38 @@ def report(
     *,
     command: str,
     args: argparse.Namespace,
-    embedder: Embedder,
+    chosen: Sequence[Variant],
     sessions: int,
     profile: str | None,
 ) -> str:
     runs = len(next(iter(results.values())))
     turns = next(iter(results.values()))[0].turns
-    base = results.get(BASELINE)
-    base_tps = _median(base, lambda r: r.tps) if base else None
+    by_label = {v.label: v for v in chosen}
+    # Each row's ratio is to the journal baseline with the same embedder, measured in the same runs.
+    base_tps = {v.embedder_name: _median(results[v.label], lambda r: r.tps) for v in chosen if v.config == BASELINE}
+    embedders = {v.embedder_name: v.embedder for v in chosen}
+    encodes = sorted({v.encode for v in chosen if not v.journal})
     lines = [
         f"Command: `{command}`",
         "",
         "# Bulk import benchmark",
         "",
         f"Workload: LoCoMo dev `conv-26`, {sessions} sessions, {turns} turns per run (each LoCoMo turn one turn,"
-        " dated by its session), imported with `import_conversations` (the bulk path: per session one resume read,"
-        " one journal commit, observations concurrent, one entries commit, one status commit; sessions ended in"
-        " order, full batches of 4 episodes consolidated as they come, then the rest consolidated and the user"
-        f" digested). Fresh LanceDB store in a temporary folder per run; relations on. Medians of {runs} runs"
+        " dated by its session), imported with `import_conversations` (the bulk path, by groups of 4 sessions in"
+        " order: per group one resume read, one journal commit, observations concurrent, one entries commit, one"
+        " status commit, then one `end_sessions` (the group's leases in one commit each way, one read each of its"
+        " turns, episodes and entries, its episodes in one commit, its closed entries in one); full batches of 4"
+        " episodes consolidated as they come, then the rest consolidated and the user digested). Fresh LanceDB"
+        f" store in a temporary folder per run; relations on. Medians of {runs} runs"
         " (configurations interleaved run by run), with the slowest and the fastest run.",
-        f"Embedder: {_embedder_label(embedder)}.",
+        "Embedders: " + "; ".join(_embedder_label(n, e) for n, e in embedders.items()) + ".",
+        "Episode encoding: "
+        + ", ".join(
+            "the library default (`episodic` not set)" if e == "library" else f'`episodic={{"encode": "{e}"}}`'
+            for e in encodes
+        )
+        + ' ("session": one encode call per session as it ends; "consolidation": no call at the end, a provisional'
+        " episode, summarised by the one call per batch of 4 that consolidates it).",
         f"Baseline `{BASELINE}`: `tiers.journal_new(turns)` per session (one embedding batch, one insert-if-absent"
         " commit), the journal step of the import alone; `journal per turn`: capture's journal write,"
         f" `tiers.journal(turn)` per turn. `fake 200ms`: `FunctionModel(latency={FAKE_LATENCY})` through real"
@@ -487,10 +560,11 @@ def report(
     for config, rs in results.items():
         tps = _median(rs, lambda r: r.tps)
         spread = f"{min(r.tps for r in rs):,.1f} - {max(r.tps for r in rs):,.1f}"
-        ratio = f"{tps / base_tps:.2f}" if base_tps else "n/a"
+        base = base_tps.get(by_label[config].embedder_name)
+        ratio = f"{tps / base:.2f}" if base else "n/a"
         commits = f"{_median(rs, lambda r: r.store_per_turn(COMMITS)):.2f}"
         reads = f"{_median(rs, lambda r: r.store_per_turn(READS)):.2f}"
-        if config.startswith("journal"):
+        if by_label[config].journal:
             rest = f"n/a | {commits} | {reads} | n/a | n/a"
         else:
             calls = _median(rs, lambda r: r.per_turn(None, "calls"))
@@ -505,24 +579,25 @@ def report(
         "",
         "## Where the wall time of an import goes (median seconds, summed over calls)",
         "",
-        "| configuration | end_session s | consolidate s | digest s | the rest (bulk journal, observe, write) s"
+        "| configuration | end_sessions s | consolidate s | digest s | the rest (bulk journal, observe, write) s"
         " | wall s |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for config, rs in results.items():
-        if config.startswith("journal"):
+        if by_label[config].journal:
             continue
-        phases = [_median(rs, lambda r, p=p: r.phase_s.get(p, 0.0)) for p in ("end_session", "consolidate", "digest")]  # type: ignore[misc]
+        phases = [_median(rs, lambda r, p=p: r.phase_s.get(p, 0.0)) for p in ("end_sessions", "consolidate", "digest")]  # type: ignore[misc]
         wall = _median(rs, lambda r: r.seconds)
         cells = " | ".join(f"{x:.1f}" for x in phases)
         lines.append(f"| {config} | {cells} | {max(wall - sum(phases), 0.0):.1f} | {wall:.1f} |")
     lines += [
         "",
-        "Sessions end one after another (so consolidation sees them in order) while later sessions are journaled and"
-        " observed: `end_session` and the consolidations made during the import overlap the bulk work, and"
+        "Sessions end by groups of 4 in order (one `end_sessions` per group, so consolidation sees them in order)"
+        " while later sessions are journaled and observed: the ends and the consolidations made during the import"
+        " overlap the bulk work, and"
         ' "the rest" is wall time minus their sum, a lower bound of the bulk path\'s share.',
     ]
-    fakes = [c for c in results if c.startswith("fake")]
+    fakes = [c for c in results if by_label[c].config.startswith("fake")]
     if fakes:
         lines += [
             "",
@@ -540,21 +615,16 @@ def report(
                 f" | {_median(rs, lambda r: r.per_turn(None, 'prompt_tokens')):,.0f} |"
             )
     lines += ["", "## Aims (issue 15 item 2)", ""]
-    if "rules c8" in results:
-        tps = _median(results["rules c8"], lambda r: r.tps)
-        met = "MET" if tps >= AIM_RULES_TPS else "NOT MET"
-        lines.append(
-            f"- >= {AIM_RULES_TPS:.0f} turns/s end to end with the rules model (rules c8, the default concurrency):"
-            f" **{met}** ({tps:,.1f})."
-        )
-    if "fake 200ms c8" in results:
-        tps = _median(results["fake 200ms c8"], lambda r: r.tps)
-        met = "MET" if tps >= AIM_FAKE_C8_TPS else "NOT MET"
-        lines.append(
-            f"- >= {AIM_FAKE_C8_TPS:.0f} turns/s with a 200 ms model at concurrency 8: **{met}** ({tps:,.1f})."
-        )
-    if base_tps:
-        lines.append(f"- The journal-only baseline of the same runs: {base_tps:,.1f} turns/s.")
+    for config, aim, what in (
+        ("rules c8", AIM_RULES_TPS, "end to end with the rules model (rules c8, the default concurrency)"),
+        ("fake 200ms c8", AIM_FAKE_C8_TPS, "with a 200 ms model at concurrency 8"),
+    ):
+        for label in (v.label for v in chosen if v.config == config):
+            tps = _median(results[label], lambda r: r.tps)
+            met = "MET" if tps >= aim else "NOT MET"
+            lines.append(f"- >= {aim:.0f} turns/s {what}, `{label}`: **{met}** ({tps:,.1f}).")
+    for name, tps in base_tps.items():
+        lines.append(f"- The journal-only baseline of the same runs, embedder `{name}`: {tps:,.1f} turns/s.")
     deferred = sum(r.deferred for rs in results.values() for r in rs)
     lines.append(f"- Turns or sessions deferred (model failures) across all runs: {deferred}.")
     if profile:
@@ -580,7 +650,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=None, help="sessions of conv-26 to import (default all 19)")
     parser.add_argument("--runs", type=int, default=None, help="runs per configuration (default 3, quick 1)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON (default the dev split)")
-    parser.add_argument("--embedder", choices=["default", "hashing"], default="default")
+    parser.add_argument(
+        "--embedder",
+        default="default",
+        help="comma-separated: default (the ONNX MiniLM), minilm-static (40-70x cheaper), hashing (the floor);"
+        " several are interleaved run by run",
+    )
+    parser.add_argument(
+        "--encode",
+        default="library",
+        help='comma-separated episodic={"encode": ...} modes: session, consolidation, or library (the library'
+        " default); several are interleaved run by run",
+    )
     parser.add_argument(
         "--configs",
         default="journal,rules,fake",
@@ -595,24 +676,40 @@ def main(argv: list[str] | None = None) -> int:
     sessions = args.sessions or (3 if args.quick else None)
     args.load_at_start = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     default_out = not (
-        args.quick or args.sessions or args.configs != "journal,rules,fake" or args.embedder != "default"
+        args.quick
+        or args.sessions
+        or args.configs != "journal,rules,fake"
+        or args.embedder != "default"
+        or args.encode != "library"
     )
     out = args.out or (Path(__file__).resolve().parent / "RESULTS-import.md" if default_out else None)
     configs: list[str] = []
     for part in (p.strip() for p in args.configs.split(",") if p.strip()):
-        chosen = GROUPS.get(part, (part,) if part in CONFIGS else None)
-        if chosen is None:
+        group = GROUPS.get(part, (part,) if part in CONFIGS else None)
+        if group is None:
             parser.error(f"unknown configuration {part!r}: one of {', '.join([*GROUPS, *CONFIGS])}")
-        configs += [c for c in chosen if c not in configs]
+        configs += [c for c in group if c not in configs]
     conv = load(args.data)[0]
     hist = history(conv, sessions)
-    embedder = HashingEmbedder(256) if args.embedder == "hashing" else resolve_embedder(None)
+    names = [n.strip() for n in args.embedder.split(",") if n.strip()]
+    encodes = [e.strip() for e in args.encode.split(",") if e.strip()]
+    for name in names:
+        if name not in ("default", "minilm-static", "hashing"):
+            parser.error(f"unknown embedder {name!r}: one of default, minilm-static, hashing")
+    for encode in encodes:
+        if encode not in ("library", "session", "consolidation"):
+            parser.error(f"unknown encode {encode!r}: one of library, session, consolidation")
+    embedders = [
+        (n, HashingEmbedder(256) if n == "hashing" else resolve_embedder(None if n == "default" else n)) for n in names
+    ]
+    chosen = variants(configs, embedders, encodes)
     command = shlex.join(["python", "bench/import_history.py", *(sys.argv[1:] if argv is None else argv)])
     turns = sum(len(s["turns"]) for s in hist)
-    print(f"import benchmark: {len(hist)} sessions, {turns} turns, {args.runs} runs, {configs}", file=sys.stderr)
-    results = run_all(hist, conv.speaker_a, args.runs, embedder, configs)
-    profile = profile_import(hist, conv.speaker_a, embedder) if args.profile else None
-    text = report(results, command=command, args=args, embedder=embedder, sessions=len(hist), profile=profile)
+    print(f"import benchmark: {len(hist)} sessions, {turns} turns, {args.runs} runs, {len(chosen)} variants",
+          file=sys.stderr)  # fmt: skip
+    results = run_all(hist, conv.speaker_a, args.runs, chosen)
+    profile = profile_import(hist, conv.speaker_a, embedders[0][1], encodes[0]) if args.profile else None
+    text = report(results, command=command, args=args, chosen=chosen, sessions=len(hist), profile=profile)
     print(text)
     if out is not None:
         kept = out.read_text().partition(ANALYSIS)[2] if out.exists() else ""

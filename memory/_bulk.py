@@ -1,10 +1,11 @@
-"""The bulk path of an import: one past session journaled, observed and written in a few commits.
+"""The bulk path of an import: a group of past sessions journaled, observed and written in a few commits.
 
-Per session: one read finds what an earlier run journaled (the resume); the turns not yet journaled
-are embedded in one batch and inserted if absent in one commit; the turns still to observe are
-observed concurrently (a shared semaphore bounds the model calls in flight); their working entries
-are written in one commit and their status in one more. Capture's per-turn path makes about three
-commits and five reads per turn; this one makes three commits and two reads per session.
+Per group (the sessions an import ends together): one read finds what an earlier run journaled (the
+resume); the turns not yet journaled are embedded in one batch and inserted if absent in one commit;
+the turns still to observe are observed concurrently (a shared semaphore bounds the model calls in
+flight); their working entries are written in one commit (each session's ranked in it) and their
+status in one more. Capture's per-turn path makes about three commits and five reads per turn; this
+one makes three commits and two reads per group of sessions.
 
 Exactly once, as ``capture(at=)``: a turn is named by the same idempotency key (its messages and
 its time), so a rerun after a crash at any point, or a later ``capture(at=)`` of the same turn,
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
@@ -28,9 +30,10 @@ from ._errors import EmbedderError, ModelError, error_kind
 from ._identity import capture_keys, turn_id
 from ._records import MemoryContext, Message, Turn, WorkingEntry
 from ._retries import NO_ERROR, RetryPolicy, blocked, model_config
-from ._tiers import Tiers
+from ._store import Where
+from ._tiers import Tiers, scope
 
-__all__ = ["Observer", "SessionImport", "import_session", "settled"]
+__all__ = ["History", "Observer", "SessionsImport", "import_sessions", "settled"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -68,11 +71,11 @@ class Observer(Protocol):
 
 
 @dataclass(kw_only=True)
-class SessionImport:
-    """What importing one session did."""
+class SessionsImport:
+    """What importing a group of sessions did."""
 
-    turns: list[Turn]
-    """The session's turns of this history, as stored now, in order."""
+    turns: dict[str, list[Turn]]
+    """Each session's turns of this history, as stored now, in order."""
     duplicates: int = 0
     """Turns an earlier run (or a capture) had journaled: not journaled again."""
     deferred: int = 0
@@ -101,19 +104,22 @@ def _key(at: datetime, messages: Sequence[Message]) -> str:
     return capture_keys(parts, key=None, at=at, now=at, window=timedelta(minutes=10))[0]
 
 
-def _journal(
-    observer: Observer, ctx: MemoryContext, history: Sequence[tuple[datetime, tuple[Message, ...]]]
-) -> SessionImport:
-    """Journal the session's turns not journaled yet, in one commit (blocking)."""
-    tiers, sid = observer.tiers, ctx.session_id
+History = Sequence[tuple[datetime, tuple[Message, ...]]]
+"""One session's past turns: each one's time and messages, in order."""
+
+
+def _placed(
+    observer: Observer, ctx: MemoryContext, history: History, stored: Sequence[Turn], aliases: Mapping[str, str]
+) -> tuple[list[Turn], list[Turn], int]:
+    """One session's turns as they stand after the journal (those stored kept), the ones to journal, and how
+    many were there already."""
+    sid = ctx.session_id
     assert sid is not None  # the caller's session context
     keys = [_key(at, messages) for at, messages in history]
     ids = [turn_id(ctx, session_id=sid, key=key) for key in keys]
-    stored = tiers.session_turns(ctx, sid)  # the resume: one read
     by_id, mine = {t.id: t for t in stored}, set(ids)
     # Turns of the session that are not this history's (captured live) come first, as capture would put them.
     previous = next((t for t in reversed(stored) if t.id not in mine), None)
-    aliases = tiers.aliases(ctx)
     placed: dict[str, Turn] = {}
     new: list[Turn] = []
     duplicates = 0
@@ -134,13 +140,27 @@ def _journal(
         else:
             duplicates += 1
         placed[id] = previous = turn
-    turns = list(placed.values())
+    return list(placed.values()), new, duplicates
+
+
+def _journal(observer: Observer, ctx: MemoryContext, sessions: Mapping[str, History]) -> SessionsImport:
+    """Journal the sessions' turns not journaled yet, in one read and one commit (blocking)."""
+    tiers = observer.tiers
+    stored = tiers.sessions_turns(ctx, list(sessions))  # the resume: one read
+    aliases = tiers.aliases(ctx)
+    result = SessionsImport(turns={})
+    new: list[Turn] = []
+    for sid, history in sessions.items():
+        sctx = ctx.model_copy(update={"session_id": sid})
+        result.turns[sid], fresh, duplicates = _placed(observer, sctx, history, stored[sid], aliases)
+        new += fresh
+        result.duplicates += duplicates
     if new and (written := tiers.journal_new(new)) < len(new):
         # Another process journaled some of them first: its rows stand.
-        duplicates += len(new) - written
-        theirs = {t.id: t for t in tiers.session_turns(ctx, sid, ids=[t.id for t in new])}
-        turns = [theirs.get(t.id, t) for t in turns]
-    return SessionImport(turns=turns, duplicates=duplicates)
+        result.duplicates += len(new) - written
+        theirs = {t.id: t for t in tiers.store.get("turns", Where(eq=scope(ctx)), [t.id for t in new])}
+        result.turns = {sid: [theirs.get(t.id, t) for t in turns] for sid, turns in result.turns.items()}
+    return result
 
 
 def _write(
@@ -149,18 +169,18 @@ def _write(
     observed: Sequence[tuple[Turn, list[WorkingEntry]]],
     failed: Sequence[tuple[Turn, ModelError | EmbedderError]],
 ) -> int:
-    """The session's entries in one commit, then its turns' status in one more (blocking); returns the
+    """The sessions' entries in one commit, then their turns' status in one more (blocking); returns the
     turns left pending. Entries first: a crash between the two leaves the turns pending, observed again."""
     tiers = observer.tiers
     config, now = model_config(observer.stages), observer.clock.now()
     failures = list(failed)
     try:
-        # One write ranks all of them by decayed salience as turn-by-turn writes would: the ranking
+        # One write ranks each session's entries by decayed salience as turn-by-turn writes would: the ranking
         # (salience halving per turn of age) orders two entries alike whatever the current turn.
         tiers.add_working_entries(ctx, [e for _, entries in observed for e in entries])
         tiers.put_turns([t.model_copy(update={**NO_ERROR, "status": "observed", "attempts": t.attempts + 1})
                          for t, _ in observed])  # fmt: skip
-    except (ModelError, EmbedderError) as exc:  # the embedder: every turn of the session waits, as in capture
+    except (ModelError, EmbedderError) as exc:  # the embedder: every turn of the sessions waits, as in capture
         failures += [(t, exc) for t, _ in observed]
     for turn, error in failures:
         tiers.journal(
@@ -170,23 +190,25 @@ def _write(
     return len(failures)
 
 
-async def import_session(
+async def import_sessions(
     observer: Observer,
     ctx: MemoryContext,
-    history: Sequence[tuple[datetime, tuple[Message, ...]]],
+    sessions: Mapping[str, History],
     *,
     calls: asyncio.Semaphore,
     aliases: Mapping[str, str],
     known_subjects: Sequence[str],
     on_turn: Callable[[int], None],
-) -> SessionImport:
-    """Journal, observe and write one session's turns (``ctx`` names the session); ``on_turn(n)`` as
+) -> SessionsImport:
+    """Journal, observe and write a group of one user's sessions (``ctx`` names the user); ``on_turn(n)`` as
     ``n`` more turns are done. Turns an earlier run observed are skipped, its pending ones observed."""
-    async with observer.locks.session(ctx):
-        result = await settled(asyncio.to_thread(_journal, observer, ctx, history))
+    async with AsyncExitStack() as stack:
+        for sid in sorted(sessions):  # one order, as ``end_sessions`` takes them
+            await stack.enter_async_context(observer.locks.session(ctx.model_copy(update={"session_id": sid})))
+        result = await settled(asyncio.to_thread(_journal, observer, ctx, sessions))
         config = model_config(observer.stages)
-        todo = [t for t in result.turns if t.status == "pending" and not blocked(t, config)]
-        on_turn(len(history) - len(todo))
+        todo = [t for ts in result.turns.values() for t in ts if t.status == "pending" and not blocked(t, config)]
+        on_turn(sum(len(h) for h in sessions.values()) - len(todo))
 
         async def observe(turn: Turn) -> tuple[Turn, list[WorkingEntry] | ModelError | EmbedderError]:
             async with calls:

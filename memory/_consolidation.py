@@ -30,7 +30,8 @@ from ._records import Digest, Edge, Episode, Fact, MemoryContext, Turn
 from ._results import ConsolidationResult, DigestResult
 from ._retries import NO_ERROR, RetryPolicy, blocked, due, model_config
 from ._sessions import held
-from ._tiers import embedded_text
+from ._store import Where
+from ._tiers import embedded_text, scope
 
 __all__ = ["Consolidation", "digest_current"]
 
@@ -94,12 +95,15 @@ class Consolidation:
 
     def _unconsolidated_turns(self, ctx: MemoryContext, batch: Sequence[Episode]) -> list[Turn]:
         """The turns of the batch's provisional episodes that no consolidation has seen (blocking)."""
-        turns: list[Turn] = []
+        wanted: dict[str, list[str]] = {}
         for episode in (e for e in batch if e.metadata.get(PROVISIONAL)):
             seen = set(episode.metadata.get("consolidated_turns", []))
-            ids = [t for t in episode.provenance if t not in seen]
-            turns += self.tiers.session_turns(ctx, episode.session_id, ids=ids) if ids else []
-        return turns
+            wanted.setdefault(episode.session_id, []).extend(t for t in episode.provenance if t not in seen)
+        ids = [t for session in wanted.values() for t in session]
+        found: list[Turn] = self.tiers.store.get("turns", Where(eq=scope(ctx)), ids) if ids else []  # one read
+        by_session = {sid: [t for t in found if t.session_id == sid] for sid in wanted}
+        # In the batch's order, each session's turns in order (as Tiers.session_turns gives them).
+        return [t for sid in wanted for t in sorted(by_session[sid], key=lambda t: (t.seq, t.created_at, t.id))]
 
     async def consolidate(
         self, ctx: MemoryContext, *, batch_size: int = 4, due_only: bool = False, include_parked: bool = False

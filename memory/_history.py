@@ -1,11 +1,12 @@
 """Importing past conversations with their real dates: every turn through the pipeline, resumable.
 
 Each turn is journaled with its own time, so every record derived from it (working entries, the
-episode, facts and their validity, decay) is dated by the history, not by the import. A session's
-turns go through the bulk path (:mod:`._bulk`: a few commits per session, observations
-concurrent, ``concurrency`` model calls in flight); sessions end in order, and every full batch of
-pending episodes is consolidated while later sessions are still being observed, then the user is
-digested. Every step is idempotent and turns are named as ``capture(at=)`` names them, so an import
+episode, facts and their validity, decay) is dated by the history, not by the import. Sessions go,
+in order, by groups of four through the bulk path (:mod:`._bulk`: a few commits per group,
+observations concurrent, ``concurrency`` model calls in flight); each group ends in one
+``end_sessions`` (a few commits more) once the groups before it are consolidated, and every full
+batch of pending episodes is consolidated while later groups are still being observed, then the
+user is digested. Every step is idempotent and turns are named as ``capture(at=)`` names them, so an import
 interrupted by a crash is finished by running it again: turns already journaled are skipped
 (``duplicates``), nothing is written twice.
 """
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from ._bulk import Observer, import_session, settled
+from ._bulk import Observer, import_sessions, settled
 from ._errors import InvalidArgumentError
 from ._records import MemoryContext, Message
 from ._results import ConsolidationResult, DigestResult, SessionResult
@@ -75,7 +76,7 @@ class HistoryReport:
 class _Pipeline(Protocol):
     keep_roles: frozenset[str]
 
-    async def end_session(self, ctx: MemoryContext, session_id: str | None = None) -> SessionResult: ...
+    async def end_sessions(self, ctx: MemoryContext, session_ids: Sequence[str]) -> list[SessionResult]: ...
 
     async def consolidate(self, ctx: MemoryContext, *, batch_size: int = 4) -> ConsolidationResult: ...
 
@@ -137,12 +138,12 @@ async def import_conversations(
     report = HistoryReport()
     total = sum(len(c.turns) for c in parsed)
     done = {"turns": 0, "conversations": 0}
-    sessions, calls = asyncio.Semaphore(concurrency), asyncio.Semaphore(concurrency)
+    # ``concurrency`` sessions in bulk at once (whole groups, at least one), as many model calls in flight.
+    imports, calls = asyncio.Semaphore(max(1, concurrency // BATCH)), asyncio.Semaphore(concurrency)
     ordered = sorted(parsed, key=lambda c: (c.turns[0].at.timestamp() if c.turns else 0.0, c.session_id))
     # Sessions end in groups of BATCH, each group after the one before it is consolidated, so every
     # consolidation sees the episodes of whole groups in order, whatever order their sessions finish in.
     groups = [asyncio.Event() for _ in range(0, len(ordered), BATCH)]
-    left = [len(ordered[g : g + BATCH]) for g in range(0, len(ordered), BATCH)]
     tiers = observer.tiers
     # Fixed for the whole import (as when sessions are imported before any is consolidated), so what
     # a turn is observed with does not depend on how far the import got.
@@ -171,36 +172,35 @@ async def import_conversations(
         if not result.busy:  # busy: another process consolidates; these stay pending for the next batch
             waiting.clear()
 
-    async def one(index: int, conversation: Conversation) -> None:
-        sctx = ctx.model_copy(update={"session_id": conversation.session_id})
-        history = [(t.at, t.messages) for t in conversation.turns]
-        async with sessions:
-            imported = await import_session(
-                observer, sctx, history, calls=calls, aliases=aliases, known_subjects=known, on_turn=progress
-            )
-        report.turns += len(history)
+    async def group(g: int, members: Sequence[Conversation]) -> None:
+        async with imports:  # the journal, observations and writes of a group, in a few commits
+            imported = await import_sessions(
+                observer, ctx, {c.session_id: [(t.at, t.messages) for t in c.turns] for c in members},
+                calls=calls, aliases=aliases, known_subjects=known, on_turn=progress,
+            )  # fmt: skip
+        report.turns += sum(len(c.turns) for c in members)
         report.duplicates += imported.duplicates
         report.deferred += imported.deferred
-        group = index // BATCH
-        if group:  # a group of sessions ends once the groups before it are consolidated (see below)
-            await groups[group - 1].wait()
-        result = await settled(pipeline.end_session(sctx))
-        report.episodes += result.episode is not None
-        report.deferred += result.deferred
-        if result.error:
-            report.errors.append(f"{conversation.session_id}: {result.error}")
-        if consolidate and result.episode is not None and result.episode.status == "pending":
-            waiting.add(result.episode.id)
-        report.conversations += 1
-        progress(conversations=1)
-        left[group] -= 1
-        if not left[group]:  # the group's last end: a full batch is consolidated now, while later sessions
-            if consolidate and len(waiting) >= BATCH:  # are still observed, and in order, as one batch at the end
-                await consolidated()
-            groups[group].set()
+        if g:  # a group of sessions ends once the groups before it are consolidated (see below)
+            await groups[g - 1].wait()
+        # One bulk end for the group: per session what end_session does, in a few round trips.
+        results = await settled(pipeline.end_sessions(ctx, [c.session_id for c in members]))
+        for conversation, result in zip(members, results, strict=True):
+            report.episodes += result.episode is not None
+            report.deferred += result.deferred
+            if result.error:
+                report.errors.append(f"{conversation.session_id}: {result.error}")
+            if consolidate and result.episode is not None and result.episode.status == "pending":
+                waiting.add(result.episode.id)
+            report.conversations += 1
+            progress(conversations=1)
+        # A full batch is consolidated now, while later groups are still observed, and in order.
+        if consolidate and len(waiting) >= BATCH:
+            await consolidated()
+        groups[g].set()
 
     progress()
-    tasks = [asyncio.ensure_future(one(i, c)) for i, c in enumerate(ordered)]
+    tasks = [asyncio.ensure_future(group(g // BATCH, ordered[g : g + BATCH])) for g in range(0, len(ordered), BATCH)]
     try:
         finished, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in finished:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -78,6 +78,22 @@ class Leases:
     def release(self, lease: Lease) -> None:
         """Give ``lease`` up; a no-op if it was already lost to another holder."""
         self.store.unclaim(lease.key, token=lease.token)
+
+    def acquire_many(self, keys: Sequence[str], *, holder: str, ttl: timedelta) -> dict[str, Lease]:
+        """:meth:`acquire` of several keys in one store commit; the leases won, by key (the others are busy)."""
+        for key in keys:
+            _check(key=key, holder=holder, ttl=ttl)
+        if not keys:
+            return {}
+        now, token = self._now(), uuid.uuid4().hex
+        won = self.store.claim_many(keys, holder=holder, token=token, expires_at=now + ttl, now=now)
+        log.debug("leases %s acquired by %s, %d busy", sorted(won), holder, len(set(keys) - won))
+        return {k: Lease(key=k, holder=holder, token=token, expires_at=now + ttl) for k in keys if k in won}
+
+    def release_many(self, leases: Sequence[Lease]) -> None:
+        """:meth:`release` of several leases of one :meth:`acquire_many` in one store commit."""
+        for token in dict.fromkeys(lease.token for lease in leases):
+            self.store.unclaim_many([lease.key for lease in leases if lease.token == token], token=token)
 
     def holder(self, key: str) -> Lease | None:
         """The live lease on ``key``, or None when it is free (absent or expired)."""

@@ -795,6 +795,43 @@ class Store:
         self._retry("release a lease", commit)
         self._after_write(LEASES, table)
 
+    def claim_many(
+        self, keys: Sequence[str], *, holder: str, token: str, expires_at: datetime, now: datetime
+    ) -> set[str]:
+        """:meth:`claim` of several keys in one merge, one ``token`` for all; returns the keys written."""
+        table = self._leases()
+        rows = pa.Table.from_pylist(
+            [{"id": k, "holder": holder, "token": token, "expires_at": expires_at} for k in keys], schema=_LEASE_SCHEMA
+        )
+        condition = f"target.expires_at <= {sql_timestamp(now)} OR target.holder = {sql_literal(holder)}"
+
+        def commit() -> int:
+            with self._write_lock, _engine_errors("write leases"):
+                merge = table.merge_insert("id").use_index(False).when_matched_update_all(where=condition)
+                result = merge.when_not_matched_insert_all().execute(rows)
+                return int(result.num_inserted_rows) + int(result.num_updated_rows)
+
+        won = self._retry("write leases", commit)
+        self._after_write(LEASES, table)
+        if won >= len(set(keys)):
+            return set(keys)
+        # Some were held by others: ours are the rows that carry this token (read back, one key at a time).
+        return {k for k in keys if (row := self.lease_row(k)) is not None and row["token"] == token}
+
+    def unclaim_many(self, keys: Sequence[str], *, token: str) -> None:
+        """:meth:`unclaim` of several keys in one delete."""
+        if not keys:
+            return
+        table = self._leases()
+        ids = ", ".join(sql_literal(k) for k in keys)
+
+        def commit() -> None:
+            with self._write_lock, _engine_errors("release leases"):
+                table.delete(f"id IN ({ids}) AND token = {sql_literal(token)}")
+
+        self._retry("release leases", commit)
+        self._after_write(LEASES, table)
+
     def lease_row(self, key: str) -> dict[str, Any] | None:
         """The lease row of ``key`` (id, holder, token, expires_at), or None."""
         with _engine_errors("read a lease"):

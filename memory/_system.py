@@ -331,9 +331,9 @@ class MemorySystem:
     # -- sessions, consolidation, digest ----------------------------------------------------
 
     async def end_session(self, ctx: MemoryContext, session_id: str | None = None) -> SessionResult:
-        """Encode the session's observed turns as an episode (one model call; none with
-        ``episodic={"encode": "consolidation"}``, whose consolidation call writes the summary) and close its
-        working memory.
+        """Encode the session's observed turns as an episode (by default no model call: a provisional episode
+        whose summary the consolidation call writes; one call with ``episodic={"encode": "session"}``) and close
+        its working memory.
 
         Idempotent: a rerun after a crash finishes what it left. ``busy`` when another process is ending it.
         """
@@ -342,6 +342,15 @@ class MemorySystem:
         if sid is None:
             raise InvalidArgumentError("end_session needs a session_id")
         return await self._sessions.end(ctx, sid)
+
+    async def end_sessions(self, ctx: MemoryContext, session_ids: Sequence[str]) -> list[SessionResult]:
+        """``end_session`` for several sessions of ``ctx``'s user at once, in the order given: the same results,
+        in a few store round trips (one read of their turns, episodes and entries; one write of their episodes,
+        one of their closed entries). ``import_conversations`` ends its sessions this way, by groups."""
+        checked_context(ctx)
+        if isinstance(session_ids, str) or not all(isinstance(s, str) and s for s in session_ids):
+            raise InvalidArgumentError("session_ids must be a list of non-empty strings")
+        return await self._sessions.end_many(ctx, list(session_ids))
 
     async def consolidate(self, ctx: MemoryContext, *, batch_size: int = 4) -> ConsolidationResult:
         """Turn the user's pending episodes into facts (and edges), one model call per batch.

@@ -91,25 +91,31 @@ class Tiers:
         self.working = working
         self.semantic = semantic
         self._derived: dict[tuple[str, str, str], tuple[int, Any]] = {}
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._vectors_lock = threading.Lock()
 
     scope = staticmethod(scope)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed through a small LRU cache: status rewrites of a record never pay for its vector twice."""
+        """Embed through a small LRU memo: a status rewrite of a record, or an observation repeated as a fact,
+        never pays for the same text twice. Keyed by the embedder's id and the exact text, so it never serves
+        a vector of another text or another embedder; bounded (``_CACHE_SIZE`` texts)."""
+        model = self.embedder.id
+        unique = list(dict.fromkeys(texts))
         with self._vectors_lock:
-            missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
-        fresh = self.embedder.embed(missing) if missing else None
-        with self._vectors_lock:
-            for i, text in enumerate(missing):
-                assert fresh is not None
-                self._vectors[text] = fresh[i]
-            for text in texts:
-                self._vectors.move_to_end(text)
-            rows = [self._vectors[t] for t in texts]
-            while len(self._vectors) > _CACHE_SIZE:
-                self._vectors.popitem(last=False)
+            known = {t: v for t in unique if (v := self._vectors.get((model, t))) is not None}
+            for text in known:
+                self._vectors.move_to_end((model, text))
+        missing = [t for t in unique if t not in known]
+        if missing:
+            fresh = self.embedder.embed(missing)
+            with self._vectors_lock:
+                for text, vector in zip(missing, fresh, strict=True):
+                    self._vectors[(model, text)] = known[text] = vector
+                while len(self._vectors) > _CACHE_SIZE:
+                    self._vectors.popitem(last=False)
+        # Rows come from this call's own lookups: another thread may evict them from the memo meanwhile.
+        rows = [known[t] for t in texts]
         return np.stack(rows) if rows else np.zeros((0, self.embedder.dimensions), dtype=np.float32)
 
     def _write(self, table: TableName, records: Sequence[Embedded], *, new: bool = False) -> None:
@@ -233,6 +239,14 @@ class Tiers:
         turns: list[Turn] = self.store.query("turns", where) if ids is None else self.store.get("turns", where, ids)
         return sorted(turns, key=lambda t: (t.seq, t.created_at, t.id))
 
+    def sessions_turns(self, ctx: MemoryContext, session_ids: Sequence[str]) -> dict[str, list[Turn]]:
+        """Each of these sessions' turns in order (as :meth:`session_turns`), in one read."""
+        where = Where(eq=scope(ctx), isin={"session_id": list(session_ids)})
+        out: dict[str, list[Turn]] = {sid: [] for sid in session_ids}
+        for turn in sorted(self.store.query("turns", where), key=lambda t: (t.seq, t.created_at, t.id)):
+            out[turn.session_id].append(turn)
+        return out
+
     def pending_turns(self, ctx: MemoryContext | None = None, *, include_parked: bool = False) -> list[Turn]:
         """Turns the observer has not done yet: this user's, or every user's without ``ctx``."""
         statuses = ["pending", "failed"] if include_parked else ["pending"]
@@ -271,33 +285,40 @@ class Tiers:
         self._write("working", entries)
 
     def add_working_entries(self, ctx: MemoryContext, entries: Sequence[WorkingEntry]) -> list[WorkingEntry]:
-        """Write entries keeping at most ``capacity`` active by effective salience, in one write.
+        """Write entries keeping at most ``capacity`` active per session by effective salience, in one write.
 
         Entries pushed out become "overflow": no longer in the active set, still in the session log
-        (and so in the episode).
+        (and so in the episode). Entries of several sessions (an import's) are ranked each in its own
+        session, read and written together.
         """
         if not entries:
             return []
         capacity = self.working.capacity if self.working else 7
         half = self.working.salience_half_life if self.working else 8.0
-        active = {e.id: e for e in self.working_memory(ctx)}
-        active.update({e.id: e for e in entries})
-        now_seq = max(e.seq for e in active.values())
-        ranked = sorted(
-            active.values(),
-            key=lambda e: (-turn_decay(e.salience, now_seq - e.seq, half_life_turns=half), -e.seq, e.id),
-        )
-        pushed = {e.id for e in ranked[capacity:]}
+        sessions = list(dict.fromkeys(e.session_id for e in entries))
+        where = Where(eq=scope(ctx), isin={"session_id": sessions, "status": ["active"]})
+        current: list[WorkingEntry] = self.store.query("working", where)
         new_ids = {e.id for e in entries}
         now = self.clock.now()
+        pushed: set[str] = set()
+        demoted: list[WorkingEntry] = []
+        for sid in sessions:
+            active = {e.id: e for e in current if e.session_id == sid}
+            active.update({e.id: e for e in entries if e.session_id == sid})
+            now_seq = max(e.seq for e in active.values())
+            ranked = sorted(
+                active.values(),
+                key=lambda e: (-turn_decay(e.salience, now_seq - e.seq, half_life_turns=half), -e.seq, e.id),
+            )
+            pushed |= {e.id for e in ranked[capacity:]}
+            demoted += [
+                e.model_copy(update={"status": "overflow", "updated_at": now})
+                for e in ranked[capacity:]
+                if e.id not in new_ids
+            ]
         writes = [e.model_copy(update={"status": "overflow"}) if e.id in pushed else e for e in entries]
-        writes += [
-            e.model_copy(update={"status": "overflow", "updated_at": now})
-            for e in ranked[capacity:]
-            if e.id not in new_ids
-        ]
-        self.put_working(writes)
-        return writes[: len(entries)]
+        self.put_working(writes + demoted)
+        return writes
 
     def add_working_memory(
         self,
