@@ -182,6 +182,12 @@ class RecallOptions(_Options):
     reply_weight: float = Field(
         default=0.1, ge=0, le=1, description="Share of the previous turn's relevance a turn inherits (a reply)."
     )
+    replied_weight: float = Field(
+        default=0.2,
+        ge=0,
+        le=1,
+        description="Share of the next turn's relevance a turn inherits when someone else said it (the reply it got).",
+    )
 
 
 T = TypeVar("T", bound=BaseModel)

@@ -7,8 +7,9 @@ informative word with the cue or when its similarity passes the calibrated meani
 the rest is dropped. Within the fusion a word match counts for less when it covers few of the
 cue's words or when the memory's meaning is far from the cue's, and a name in the cue is subject
 evidence (a boost), not topic evidence. A turn of the session log also gains part of its session's
-match and of the turn before it. Confidence, recency and tier weights then reorder what is left,
-within a band small enough that they cannot lift an unrelated memory over a related one.
+match and of the turns either side of it said by someone else. Confidence, recency and tier weights
+then reorder what is left, within a band small enough that they cannot lift an unrelated memory over
+a related one.
 
 What no longer holds ranks below what replaced it: a superseded fact, or a turn whose every fact
 was superseded (:mod:`._lineage`), carries ``metadata["superseded"]`` and what replaced it
@@ -234,13 +235,15 @@ def named_subjects(cue: str, aliases: Mapping[str, str]) -> set[str]:
 def _conversation_context(
     candidates: Sequence[Candidate], relevance: np.ndarray, plausible: np.ndarray, options: RecallOptions
 ) -> np.ndarray:
-    """Turn relevance plus ``session_weight`` x its session's and ``reply_weight`` x its previous turn's.
+    """Turn relevance plus parts of its session's match and of its neighbours' in the dialogue.
 
-    A session's match says which conversation, so it counts only when the pool holds more than one
-    session. A previous turn counts when someone else spoke it (a reply), not when the same speaker
-    went on.
+    ``session_weight`` x its session's match, which says which conversation, so it counts only when
+    the pool holds more than one session. ``reply_weight`` x the turn before and ``replied_weight`` x
+    the turn after, each only when someone else spoke it: an answer replies to the question before
+    it, and a statement's reply often echoes it in the cue's words ("camping sounds fun!"); the same
+    speaker going on is no such evidence.
     """
-    if options.session_weight <= 0 and options.reply_weight <= 0:
+    if options.session_weight <= 0 and options.reply_weight <= 0 and options.replied_weight <= 0:
         return relevance
     session: dict[object, float] = {}
     turn_at: dict[tuple[object, object], tuple[float, str]] = {}
@@ -252,16 +255,22 @@ def _conversation_context(
         session[sid] = max(session.get(sid, 0.0), float(relevance[i]))
         if meta.get("kind") == "turn":
             turn_at[(sid, meta.get("seq"))] = (float(relevance[i]), c.item.subject)
+
+    def other(sid: object, seq: int, speaker: str) -> float:
+        """The relevance of turn ``seq`` of session ``sid`` when someone other than ``speaker`` said it."""
+        score, said_by = turn_at.get((sid, seq), (0.0, ""))
+        return score if said_by and said_by != speaker else 0.0
+
     out = np.array(relevance, dtype=np.float64)
     for i, c in enumerate(candidates):
         meta = c.item.metadata
         if meta.get("kind") != "turn":
             continue
         sid, seq = meta.get("session_id"), meta.get("seq")
-        score, speaker = turn_at.get((sid, seq - 1), (0.0, "")) if isinstance(seq, int) else (0.0, "")
-        previous = score if speaker and speaker != c.item.subject else 0.0
+        before = other(sid, seq - 1, c.item.subject) if isinstance(seq, int) else 0.0
+        after = other(sid, seq + 1, c.item.subject) if isinstance(seq, int) else 0.0
         standing = session.get(sid, 0.0) if len(session) > 1 else 0.0
-        out[i] += options.session_weight * standing + options.reply_weight * previous
+        out[i] += options.session_weight * standing + options.reply_weight * before + options.replied_weight * after
     return out
 
 
@@ -361,7 +370,8 @@ def rank(
     plausible = (shares_word | (sims >= threshold)) & (relevance >= options.min_relevance * relevance.max())
     # Soft two-stage: a turn gains part of its session's match (the right conversation first, then
     # the right line in it), the session's match being its episode's or its best turn's, whichever
-    # is higher; and part of the turn before it (answers reply to the question in the turn before).
+    # is higher; and part of the turns either side said by someone else (an answer replies to the turn
+    # before it, and the reply a statement got often repeats it).
     relevance = _conversation_context(candidates, relevance, plausible, options)
     # Memories reached through the relations graph are plausible by that link, at a fixed relevance floor.
     graph_floor = np.array([c.via_graph for c in candidates], dtype=np.float64)
