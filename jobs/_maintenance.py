@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tiermem.memory._blocking import run_blocking
-from tiermem.memory._records import MemoryContext
+from tiermem.memory._records import Episode, MemoryContext
 from tiermem.memory._store import Where
 from tiermem.memory._system import MemorySystem
 
@@ -28,9 +28,10 @@ CONSOLIDATION_BATCH = 4
 async def run_consolidation(mem: MemorySystem, now: datetime | None = None) -> dict[str, Any]:
     """Consolidate every user with pending episodes.
 
-    A user with fewer than a full batch waits until the oldest of them has waited the episodic option
-    ``batch_wait`` (1 hour by default; ``waiting`` counts them): fewer, fuller model calls. ``None``
-    consolidates whatever is pending; ``MemorySystem.consolidate`` itself never waits.
+    Only full batches go at once: the episodes beyond the last full batch wait until the oldest of
+    them has waited the episodic option ``batch_wait`` (1 hour by default; ``waiting`` counts the
+    users with episodes left waiting): fewer, fuller model calls. ``None`` consolidates whatever is
+    pending; ``MemorySystem.consolidate`` itself never waits.
     """
     now = now or mem.clock.now()
     episodic = mem.capability.episodic
@@ -39,19 +40,31 @@ async def run_consolidation(mem: MemorySystem, now: datetime | None = None) -> d
     report: dict[str, Any] = {"users": 0, "episodes": 0, "deferred": 0, "refused": 0, "waiting": 0}
     for namespace, user in scopes:
         ctx = MemoryContext(namespace=namespace, user_id=user)
+        limit = None
         if wait is not None:
-            pending = await run_blocking(mem.tiers.episodes, ctx, statuses=["pending"])
-            oldest = min((e.ended_at for e in pending), default=now)
-            if 0 < len(pending) < CONSOLIDATION_BATCH and now - oldest < wait:
+            limit = _ready(await run_blocking(mem.tiers.episodes, ctx, statuses=["pending"]), now, wait)
+            if limit is not None:
                 report["waiting"] += 1
-                continue
-        result = await mem.consolidate(ctx, batch_size=CONSOLIDATION_BATCH)
+                if limit == 0:
+                    continue
+        result = await mem.consolidate(ctx, batch_size=CONSOLIDATION_BATCH, limit=limit)
         report["users"] += 1
         report["episodes"] += result.episodes
         report["deferred"] += int(result.deferred)
         report["refused"] += len(result.refusals)
     log.info("consolidation: %s", report)
     return report
+
+
+def _ready(pending: list[Episode], now: datetime, wait: timedelta) -> int | None:
+    """How many of ``pending`` to consolidate now (None: all): the full batches, in consolidation's
+    order, unless the partial batch after them has waited ``wait`` (from its oldest session's end)."""
+    pending = sorted(pending, key=lambda e: (e.started_at, e.id))  # as consolidate takes them
+    full = len(pending) // CONSOLIDATION_BATCH * CONSOLIDATION_BATCH
+    rest = pending[full:]
+    if not rest or now - min(e.ended_at for e in rest) >= wait:
+        return None
+    return full
 
 
 async def run_digests(mem: MemorySystem, now: datetime | None = None) -> dict[str, Any]:

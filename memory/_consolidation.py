@@ -106,16 +106,27 @@ class Consolidation:
         return [t for sid in wanted for t in sorted(by_session[sid], key=lambda t: (t.seq, t.created_at, t.id))]
 
     async def consolidate(
-        self, ctx: MemoryContext, *, batch_size: int = 4, due_only: bool = False, include_parked: bool = False
+        self,
+        ctx: MemoryContext,
+        *,
+        batch_size: int = 4,
+        limit: int | None = None,
+        due_only: bool = False,
+        include_parked: bool = False,
     ) -> ConsolidationResult:
-        """Turn the user's pending episodes into facts (and edges), one model call per batch."""
+        """Turn the user's pending episodes into facts (and edges), one model call per batch.
+
+        ``limit``: at most this many episodes, the earliest first (the rest stay pending).
+        """
         async with held(self.leases, lease_key("consolidate", ctx), holder=self.holder) as lease:
             if lease is None:
                 return ConsolidationResult(busy=True)
-            return await self._consolidate(ctx, batch_size=batch_size, due_only=due_only, include_parked=include_parked)
+            return await self._consolidate(
+                ctx, batch_size=batch_size, limit=limit, due_only=due_only, include_parked=include_parked
+            )
 
     async def _consolidate(
-        self, ctx: MemoryContext, *, batch_size: int, due_only: bool, include_parked: bool
+        self, ctx: MemoryContext, *, batch_size: int, limit: int | None, due_only: bool, include_parked: bool
     ) -> ConsolidationResult:
         result = ConsolidationResult()
         config, now = model_config(self.stages), self.clock.now()
@@ -123,6 +134,7 @@ class Consolidation:
         pending = await run_blocking(self.tiers.episodes, ctx, statuses=statuses)
         pending = [e for e in pending if not blocked(e, config) and (due(e, now) or not due_only)]
         pending.sort(key=lambda e: (e.started_at, e.id))
+        pending = pending if limit is None else pending[:limit]
         aliases = await run_blocking(self.tiers.aliases, ctx)
         names = [name.title() for name, subject in aliases.items() if subject == "user"]
         for start in range(0, len(pending), batch_size):

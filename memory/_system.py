@@ -352,15 +352,20 @@ class MemorySystem:
             raise InvalidArgumentError("session_ids must be a list of non-empty strings")
         return await self._sessions.end_many(ctx, list(session_ids))
 
-    async def consolidate(self, ctx: MemoryContext, *, batch_size: int = 4) -> ConsolidationResult:
+    async def consolidate(
+        self, ctx: MemoryContext, *, batch_size: int = 4, limit: int | None = None
+    ) -> ConsolidationResult:
         """Turn the user's pending episodes into facts (and edges), one model call per batch.
 
+        ``limit``: at most this many episodes, the earliest sessions first; the rest stay pending.
         ``busy`` (nothing done) when another process holds this user's consolidation lease.
         """
         checked_context(ctx)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError(f"batch_size must be an int >= 1, not {batch_size!r}")
-        return await self._consolidation.consolidate(ctx, batch_size=batch_size)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise InvalidArgumentError(f"limit must be None or an int >= 1, not {limit!r}")
+        return await self._consolidation.consolidate(ctx, batch_size=batch_size, limit=limit)
 
     def fact_fingerprint(self, facts: Sequence[Fact]) -> str:
         return fact_set_fingerprint(facts)

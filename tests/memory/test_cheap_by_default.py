@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from tests.fakes import calls_for, messages_of, session, stage_model
-from tiermem import EpisodicOptions, MemoryContext, system
+from tiermem import EpisodicOptions, InvalidArgumentError, MemoryContext, system
 from tiermem.jobs import close_idle_sessions, run_consolidation
 from tiermem.memory._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
@@ -22,8 +22,13 @@ def _default(fake: FunctionModel, store_path: str, embedder: HashingEmbedder, cl
     return system(model=fake.model, store=store_path, embedder=embedder, clock=clock)  # no episodic option
 
 
-async def _ended(mem: MemorySystem, ctx: MemoryContext, count: int, start: int = 0) -> None:
+async def _ended(
+    mem: MemorySystem, ctx: MemoryContext, count: int, start: int = 0, *, clock: FrozenClock | None = None
+) -> None:
+    """``count`` sessions of 5 turns, ended; with ``clock``, each a minute after the one before."""
     for number in range(start, start + count):
+        if clock is not None:
+            clock.advance(minutes=1)
         sctx = session(ctx, f"s-{number}")
         for turn in range(5):
             await mem.capture(sctx, messages_of(f"I planted {number * 5 + turn + 2} pear trees in Evora.", "Nice."))
@@ -110,6 +115,53 @@ async def test_four_sessions_cost_one_call_beyond_their_observer_calls_with_the_
 
     assert {c.stage_name for c in fake.calls} == {observe.STAGE.name, encode_consolidate.STAGE.name}
     assert (len(calls_for(fake, observe.STAGE)), len(calls_for(fake, encode_consolidate.STAGE))) == (20, 1)
+
+
+async def test_only_full_batches_go_at_once_and_the_rest_waits_its_hour(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext
+) -> None:
+    fake = stage_model()
+    mem = _default(fake, store_path, embedder, clock)
+    await _ended(mem, ctx, 5, clock=clock)  # one full batch and one more
+
+    first = await run_consolidation(mem, clock.advance(minutes=15))
+
+    assert (first["episodes"], first["waiting"]) == (4, 1)
+    (call,) = calls_for(fake, encode_consolidate.STAGE)
+    assert len(call.call.inputs.encode) == 4  # type: ignore[union-attr]
+    left = [e for e in mem.tiers.episodes(ctx) if e.status == "pending"]
+    assert [e.session_id for e in left] == ["s-4"]  # the latest session waits, the earliest went
+
+    assert (await run_consolidation(mem, clock.advance(minutes=30)))["episodes"] == 0  # still within its hour
+    last = await run_consolidation(mem, clock.advance(minutes=30))
+
+    assert (last["episodes"], last["waiting"]) == (1, 0)
+    assert len(calls_for(fake, encode_consolidate.STAGE)) == 2
+    assert {e.status for e in mem.tiers.episodes(ctx)} == {"consolidated"}
+
+
+async def test_consolidate_takes_at_most_limit_episodes_the_earliest_first(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext
+) -> None:
+    fake = stage_model()
+    mem = _default(fake, store_path, embedder, clock)
+    await _ended(mem, ctx, 3, clock=clock)
+
+    result = await mem.consolidate(ctx, limit=2)
+
+    assert result.episodes == 2
+    status = {e.session_id: e.status for e in mem.tiers.episodes(ctx)}
+    assert status == {"s-0": "consolidated", "s-1": "consolidated", "s-2": "pending"}
+
+
+@pytest.mark.parametrize("limit", [0, -1, True, 1.5, "2"], ids=["zero", "negative", "bool", "float", "str"])
+async def test_consolidate_refuses_a_bad_limit(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext, limit: object
+) -> None:
+    mem = _default(stage_model(), store_path, embedder, clock)
+
+    with pytest.raises(InvalidArgumentError, match="limit"):
+        await mem.consolidate(ctx, limit=limit)  # type: ignore[arg-type]
 
 
 async def test_consolidate_called_directly_does_not_wait_for_a_batch(
