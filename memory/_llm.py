@@ -26,6 +26,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -258,19 +259,61 @@ def config_fingerprint(model: str, settings: dict[str, Any] | None = None) -> st
     return f"{model}#{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 
-def _text_tokens(model: str, text: str) -> int:
+def _tokenizer_flags() -> tuple[object, object]:
+    """litellm's switches that change what its counter answers: part of every cached count's key."""
+    return litellm.disable_token_counter, litellm.disable_hf_tokenizer_download
+
+
+# Counts are pure functions of (model, text, flags); the pipelines count the same texts (schemas, prompt
+# parts) again and again, and litellm's counter costs ~0.3 ms of event-loop CPU for a 1.5 kB text.
+_CACHED_TEXT_CHARS = 16_384  # longer texts are counted afresh: the cache stays a few MB at most
+_CACHED_MESSAGES_CHARS = 65_536
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_text_tokens(model: str, text: str, flags: tuple[object, object]) -> int:
+    return _count_text(model, text)
+
+
+def _count_text(model: str, text: str) -> int:
     try:
         return int(litellm.token_counter(model=model, text=text))
     except Exception:  # a tokenizer litellm cannot load: every token is at least one byte, most are three or more
         return len(text.encode("utf-8")) // 3 + 1
 
 
-def message_tokens(model: str, messages: Sequence[dict[str, Any]]) -> int:
-    """Prompt tokens of ``messages`` for ``model``, by litellm's counter (its default tokenizer for unknown models)."""
+def _text_tokens(model: str, text: str) -> int:
+    if len(text) > _CACHED_TEXT_CHARS:
+        return _count_text(model, text)
+    return _cached_text_tokens(model, text, _tokenizer_flags())
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_message_tokens(
+    model: str, messages: tuple[tuple[tuple[str, str], ...], ...], flags: tuple[object, object]
+) -> int:
+    return _count_messages(model, [dict(m) for m in messages])
+
+
+def _count_messages(model: str, messages: Sequence[dict[str, Any]]) -> int:
     try:
         return int(litellm.token_counter(model=model, messages=[dict(m) for m in messages]))
     except Exception:  # as _text_tokens, plus litellm's few tokens of framing per message
         return sum(_text_tokens(model, str(m.get("content", ""))) + 4 for m in messages) + 3
+
+
+def message_tokens(model: str, messages: Sequence[dict[str, Any]]) -> int:
+    """Prompt tokens of ``messages`` for ``model``, by litellm's counter (its default tokenizer for unknown models).
+
+    Plain-text messages are counted once: the window check before a call and a fake provider's own
+    count of the same request share one result.
+    """
+    key = tuple(tuple(m.items()) for m in messages)
+    if all(isinstance(v, str) for m in key for _, v in m) and sum(len(v) for m in key for _, v in m) <= (
+        _CACHED_MESSAGES_CHARS
+    ):
+        return _cached_message_tokens(model, key, _tokenizer_flags())
+    return _count_messages(model, messages)
 
 
 def _known_window(model: str) -> int | None:
@@ -283,9 +326,25 @@ def _known_window(model: str) -> int | None:
     return int(window) if isinstance(window, int) and window > 0 else None
 
 
+# Per output class, the compact JSON schema and the pydantic core schema it was built from: building a
+# schema costs ~1 ms of event-loop CPU and every call needs it; a rebuilt class (``model_rebuild``) gets a
+# new core schema, so it is built afresh. Weak keys: classes made at run time are not kept alive.
+_SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], tuple[object, str]] = weakref.WeakKeyDictionary()
+
+
+def _schema_json(output: type[BaseModel]) -> str:
+    """``output``'s JSON schema, compact (``output.model_json_schema()``, built once per class)."""
+    core = output.__pydantic_core_schema__
+    cached = _SCHEMAS.get(output)
+    if cached is not None and cached[0] is core:
+        return cached[1]
+    text = json.dumps(output.model_json_schema(), separators=(",", ":"))
+    _SCHEMAS[output] = (core, text)
+    return text
+
+
 def _schema_prompt(output: type[BaseModel]) -> str:
-    schema = json.dumps(output.model_json_schema(), separators=(",", ":"))
-    return f"Reply with a single JSON object, no prose, matching this JSON schema:\n{schema}"
+    return f"Reply with a single JSON object, no prose, matching this JSON schema:\n{_schema_json(output)}"
 
 
 class LLM:
@@ -356,7 +415,8 @@ class LLM:
         except Exception:  # unknown models: litellm raises rather than answering False
             native = False
         if native:
-            schema = {"name": output.__name__, "schema": output.model_json_schema(), "strict": False}
+            # A fresh dict each call, equal to model_json_schema()'s: litellm may rewrite it for a provider.
+            schema = {"name": output.__name__, "schema": json.loads(_schema_json(output)), "strict": False}
             return {"type": "json_schema", "json_schema": schema}, False
         return {"type": "json_object"}, True
 

@@ -123,7 +123,9 @@ class FunctionModel:
         self.model = install_fake_provider(self.name, self._serve, context_window=declared)
 
     async def _serve(self, model: str, messages: list[dict[str, Any]], call: StageCall[Any, Any] | None) -> str:
-        size = message_tokens(model, messages)
+        # Counted under the name the library counts under (litellm hands the fake the name without its
+        # provider prefix; both pick the same tokenizer): the pre-send window check's count is reused.
+        size = message_tokens(self.model, messages)
         refused = self.context_window is not None and size > self.context_window
         self.calls.append(
             RecordedCall(model=model, messages=list(messages), call=call, input_tokens=size, refused=refused)
