@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -120,14 +120,22 @@ def cached_searches(
     vector: np.ndarray | None,
     *,
     limit: int,
+    parsed: Mapping[str, Any] | None = None,
 ) -> CachedSearches:
-    """What ``Store.text_search`` and ``Store.vector_search`` return from ``block`` (its words built), on one mask."""
+    """What ``Store.text_search`` and ``Store.vector_search`` return from ``block`` (its words built), on one mask.
+
+    ``parsed``: the block's records by id, already parsed elsewhere at its version; the others are parsed here.
+    """
     rest = {k: v for k, v in where.eq.items() if k not in ("namespace", "user_id")}
     keep = block.mask(rest, where.isin or {}, where.ne or {})
     words = block.words().top(query_terms(text), keep, limit)
     near: Sequence[tuple[int, float]] = [] if vector is None else top_k(block, vector, keep, limit)
+
+    def hit(row: int, score: float) -> Hit:
+        return Hit(record=block.record(row, parse, parsed), score=score, vector=block.matrix[row])
+
     return CachedSearches(
-        text=[Hit(record=block.record(row, parse), score=score, vector=block.matrix[row]) for row, score in words],
-        vector=[Hit(record=block.record(row, parse), score=score, vector=block.matrix[row]) for row, score in near],
-        searched=int(keep.sum()),
+        text=[hit(row, score) for row, score in words],
+        vector=[hit(row, score) for row, score in near],
+        searched=int(np.count_nonzero(keep)),
     )

@@ -652,10 +652,20 @@ class Store:
         return None if block.lexical_refused else block
 
     def cached_searches(
-        self, name: TableName, text: str, vector: np.ndarray | None, where: Where, *, limit: int
+        self,
+        name: TableName,
+        text: str,
+        vector: np.ndarray | None,
+        where: Where,
+        *,
+        limit: int,
+        parsed: Mapping[str, Any] | None = None,
     ) -> CachedSearches | None:
         """``text_search``, ``vector_search`` (when ``vector``) and ``searched`` at once, in this thread, when the
-        one user ``where`` names has their rows and words cached at the table's version; else None."""
+        one user ``where`` names has their rows and words cached at the table's version; else None.
+
+        ``parsed``: records of the table at that version by id, already parsed (the caller's), used as they are.
+        """
         namespace, user = where.eq.get("namespace"), where.eq.get("user_id")
         if namespace is None or user is None or self._vectors.max_bytes <= 0:
             return None
@@ -664,7 +674,8 @@ class Store:
         block = self._vectors.get((name, namespace, user), version)
         if block is None or block.lexical is None or block.lexical_refused:
             return None
-        return cached_searches(block, SPECS[name].model.model_validate_json, where, text, vector, limit=limit)
+        parse = SPECS[name].model.model_validate_json
+        return cached_searches(block, parse, where, text, vector, limit=limit, parsed=parsed)
 
     def lance_text_search(self, name: TableName, text: str, where: Where, *, limit: int) -> list[Hit]:
         """Full-text search through LanceDB's index (any scope; what the cached words stand in for)."""

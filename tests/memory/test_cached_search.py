@@ -87,6 +87,22 @@ def test_one_call_returns_what_the_single_searches_return(store: Store, where: W
     assert no_vector is not None and no_vector.vector == []
 
 
+@pytest.mark.parametrize("where", WHERES, ids=["user", "active", "subject", "ids-and-ne"])
+def test_records_parsed_elsewhere_are_used_as_given_and_change_nothing(store: Store, where: Where) -> None:
+    store.text_search("facts", "Lisbon", where, limit=3)  # loads the user's rows and words
+    query = np.random.default_rng(7).standard_normal(DIMS).astype(np.float32)
+    alone = store.cached_searches("facts", "Lisbon tennis", query, where, limit=4)
+    records = {r.id: r for r in store.query("facts", Where(eq=SCOPE))}  # what recall's lineage holds
+    given = store.cached_searches("facts", "Lisbon tennis", query, where, limit=4, parsed=records)
+    assert alone is not None and given is not None
+    for mine, theirs in ((alone.text, given.text), (alone.vector, given.vector)):
+        assert [(h.record, h.score) for h in mine] == [(h.record, h.score) for h in theirs]
+        assert all(h.record is records[h.record.id] for h in theirs)
+    assert given.searched == alone.searched
+    partial = store.cached_searches("facts", "Lisbon tennis", query, where, limit=4, parsed={})  # none given
+    assert partial is not None and [h.record for h in partial.vector] == [h.record for h in alone.vector]
+
+
 def test_no_call_when_the_words_are_not_cached(store_path: str, store: Store) -> None:
     store.vector_search("facts", np.ones(DIMS, dtype=np.float32), Where(eq=SCOPE), limit=3)  # vectors only
     assert store.cached_searches("facts", "Lisbon", None, Where(eq=SCOPE), limit=3) is None
