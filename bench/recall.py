@@ -218,7 +218,8 @@ class Result:
     recall_ms: list[float]
     embedded_ms: list[float]
     base_ms: list[float]
-    hybrid_ms: list[float]
+    hybrid_threaded_ms: list[float]
+    hybrid_chunked_ms: list[float]
     breakdown: dict[str, list[float]]
     lance: dict[str, tuple[list[float], float, float]]  # setting -> times, mean hits in scope, overlap
     returned: float
@@ -229,6 +230,10 @@ class Result:
     parsed_bytes: int
     first_text_ms: float
 
+    def hybrid(self, q: float) -> float:
+        """The hybrid baseline's percentile ``q``: the faster of its two products at that percentile."""
+        return min(pct(self.hybrid_threaded_ms, q), pct(self.hybrid_chunked_ms, q))
+
 
 def user_matrix(store: Store, user_id: str) -> tuple[np.ndarray, list[str]]:
     where = Where(eq={"namespace": NAMESPACE, "user_id": user_id}, isin={"status": ["active"]})
@@ -238,8 +243,22 @@ def user_matrix(store: Store, user_id: str) -> tuple[np.ndarray, list[str]]:
     return np.ascontiguousarray(flat.reshape(len(ids), -1), dtype=np.float32), ids
 
 
-def brute_force_top(matrix: np.ndarray, query: np.ndarray, k: int = 10) -> np.ndarray:
-    scores = matrix @ query
+# Elements per product in the chunked variant: below OpenBLAS's threading threshold for sgemv, so each
+# chunk runs on the calling thread (as recall's product does, memory/_vectors.py).
+CHUNK = 2**18
+
+
+def chunked_product(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``matrix @ query`` in single-threaded chunks of at most ``CHUNK`` elements."""
+    out = np.empty(len(matrix), dtype=np.float32)
+    step = max(64, CHUNK // matrix.shape[1] // 64 * 64)
+    for start in range(0, len(matrix), step):
+        np.matmul(matrix[start : start + step], query, out=out[start : start + step])
+    return out
+
+
+def brute_force_top(matrix: np.ndarray, query: np.ndarray, k: int = 10, *, chunked: bool = False) -> np.ndarray:
+    scores = chunked_product(matrix, query) if chunked else matrix @ query
     k = min(k, len(scores))
     top = np.argpartition(-scores, k - 1)[:k]
     return top[np.argsort(-scores[top])]
@@ -281,9 +300,12 @@ class PlainBM25:
         return hits[np.argsort(-scores[hits])]
 
 
-def hybrid_top(matrix: np.ndarray, bm25: PlainBM25, query: np.ndarray, cue: str, k: int = POOL) -> list[int]:
+def hybrid_top(
+    matrix: np.ndarray, bm25: PlainBM25, query: np.ndarray, cue: str, k: int = POOL, *, chunked: bool = False
+) -> list[int]:
     """The in-memory hybrid reference: cosine top-k and BM25 top-k, merged (what recall's candidates are)."""
-    return list(dict.fromkeys([*brute_force_top(matrix, query, k).tolist(), *bm25.top(cue, k).tolist()]))
+    near = brute_force_top(matrix, query, k, chunked=chunked).tolist()
+    return list(dict.fromkeys([*near, *bm25.top(cue, k).tolist()]))
 
 
 def lance_settings(store: Store, where: Where) -> dict[str, Callable[[str], list[str]]]:
@@ -342,7 +364,10 @@ def run_scenario(
         raise RuntimeError(f"{scenario.user_id} has {len(ids)} facts in the store, expected {scenario.items}")
     base_ms = time_calls(lambda q: brute_force_top(matrix, wrapper.vector(q)), qs, warmup)
     bm25 = PlainBM25(user_texts(cap.store, scenario.user_id, ids))
-    hybrid_ms = time_calls(lambda q: hybrid_top(matrix, bm25, wrapper.vector(q), q), qs, warmup)
+    # Two products for the hybrid: one threaded ``matrix @ q`` (faster on idle cores) and single-threaded
+    # chunks (steadier when other processes hold the cores); the faster of the two is the reference.
+    hybrid_chunked_ms = time_calls(lambda q: hybrid_top(matrix, bm25, wrapper.vector(q), q, chunked=True), qs, warmup)
+    hybrid_threaded_ms = time_calls(lambda q: hybrid_top(matrix, bm25, wrapper.vector(q), q), qs, warmup)
 
     # Breakdown: the store calls recall_sync makes for one tier, each timed alone.
     store = cap.store
@@ -390,7 +415,8 @@ def run_scenario(
         recall_ms=recall_ms,
         embedded_ms=embedded_ms,
         base_ms=base_ms,
-        hybrid_ms=hybrid_ms,
+        hybrid_threaded_ms=hybrid_threaded_ms,
+        hybrid_chunked_ms=hybrid_chunked_ms,
         breakdown=breakdown,
         lance=lance,
         returned=statistics.fmean(returned[warmup:]),
@@ -523,8 +549,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{sc.label}: recall p50 {pct(r.embedded_ms, 50):.2f} ms p95 {pct(r.embedded_ms, 95):.2f} ms "
                 f"(query embedded); search alone p50 {pct(r.recall_ms, 50):.2f} ms p95 {pct(r.recall_ms, 95):.2f} ms; "
-                f"cosine baseline p50 {pct(r.base_ms, 50):.3f} ms; hybrid baseline p50 {pct(r.hybrid_ms, 50):.3f} "
-                f"p95 {pct(r.hybrid_ms, 95):.3f} ms",
+                f"cosine baseline p50 {pct(r.base_ms, 50):.3f} ms; hybrid baseline p50 {r.hybrid(50):.3f} "
+                f"p95 {r.hybrid(95):.3f} ms",
                 flush=True,
             )
             results.append(r)
@@ -558,7 +584,9 @@ def main(argv: list[str] | None = None) -> int:
         "Baselines (plain references written in the bench, over the same user's rows in memory): *cosine*, "
         "numpy brute force (float32 matrix, `matrix @ q`, argpartition top-10, sorted); *hybrid*, cosine top-30 "
         "plus a BM25 top-30 (postings per term in a dict, numpy scoring, the project's tokenizer) merged: "
-        "the candidate searches recall makes, without the store. Ratios are search alone over the hybrid.",
+        "the candidate searches recall makes, without the store. The hybrid is timed with two products, "
+        "one threaded `matrix @ q` and single-threaded chunks below OpenBLAS's threading threshold (as recall's), "
+        "and each of its percentiles is the faster of the two. Ratios are search alone over the hybrid.",
         "",
         "| scenario | rows in store | user items | p50 ms | p95 ms | search alone p50 ms | search alone p95 ms "
         "| mean ms | cosine baseline p50 / p95 ms | hybrid baseline p50 ms | hybrid baseline p95 ms "
@@ -566,12 +594,25 @@ def main(argv: list[str] | None = None) -> int:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
-        p50, p95, h50, h95 = pct(r.recall_ms, 50), pct(r.recall_ms, 95), pct(r.hybrid_ms, 50), pct(r.hybrid_ms, 95)
+        p50, p95, h50, h95 = pct(r.recall_ms, 50), pct(r.recall_ms, 95), r.hybrid(50), r.hybrid(95)
         lines.append(
             f"| {r.scenario.label} | {r.rows:,} | {r.scenario.items:,} | {pct(r.embedded_ms, 50):.2f} | "
             f"{pct(r.embedded_ms, 95):.2f} | {p50:.2f} | {p95:.2f} | {statistics.fmean(r.embedded_ms):.2f} | "
             f"{pct(r.base_ms, 50):.3f} / {pct(r.base_ms, 95):.3f} | {h50:.3f} | {h95:.3f} | "
             f"{p50 / h50:.1f}x | {p95 / h95:.1f}x |"
+        )
+    lines += [
+        "",
+        "Hybrid baseline by product (p50 / p95 ms): threaded `matrix @ q` uses every core and wakes OpenBLAS's "
+        "threads per product, chunks stay on the calling thread.",
+        "",
+        "| scenario | threaded p50 / p95 ms | chunked p50 / p95 ms |",
+        "| --- | ---: | ---: |",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r.scenario.label} | {pct(r.hybrid_threaded_ms, 50):.3f} / {pct(r.hybrid_threaded_ms, 95):.3f} | "
+            f"{pct(r.hybrid_chunked_ms, 50):.3f} / {pct(r.hybrid_chunked_ms, 95):.3f} |"
         )
     quick = " (quick run: smaller stores, the aims apply to the full run.)" if args.quick else ""
 
@@ -581,7 +622,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", "Aims (issues 10 and 15)" + quick + ":", ""]
     for letter, index in (("a", 1), ("b", 2)):
         r = results[index]
-        p95, h95 = pct(r.recall_ms, 95), pct(r.hybrid_ms, 95)
+        p95, h95 = pct(r.recall_ms, 95), r.hybrid(95)
         lines.append(
             f"- ({letter}) {r.scenario.items:,} items for one user in a {r.rows:,}-row store, query embedding "
             f"excluded: p95 <= {AIM_SEARCH_MS[index]:.0f} ms and <= {AIM_RATIO:.0f}x the hybrid baseline: "

@@ -5,13 +5,16 @@ vector search are a few numpy calls each: handing them to threads would cost mor
 :meth:`~tiermem.memory._store.Store.cached_searches` runs both here, on one filter mask, and also
 counts what the vector search compared. And within one recall each table's version is read from the
 engine once (:class:`PinnedVersions`): every read of a table in the recall then agrees on its
-version, and another process's write is still seen by the next recall.
+version, and another process's write is still seen by the next recall. A local table's version is
+not read from the engine at all while its versions folder is unchanged (:class:`VersionWatch`).
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +26,12 @@ from ._lexical import query_terms
 from ._rows import Hit
 from ._vectors import VectorBlock, top_k
 
-__all__ = ["CachedSearches", "PinnedVersions", "cached_searches"]
+__all__ = ["CachedSearches", "PinnedVersions", "VersionWatch", "cached_searches"]
+
+# How long ago a versions folder must have last changed for its state to stand for a version: a change
+# within the filesystem's timestamp granularity (a clock tick; 2 s on FAT) of the one before could leave
+# the folder's times as they were, so a folder changed more recently is read from the engine every time.
+_SETTLED_NS = 3_000_000_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +79,39 @@ class PinnedVersions:
         return version
 
 
+class VersionWatch:
+    """A local table's version, read from the engine only when its ``_versions`` folder changed.
+
+    Lance commits a version by adding its manifest to that folder, and cleaning up old versions removes
+    some: either changes the folder's times. While they stay as they were when the engine was last asked,
+    the version is the one it answered, and a recall skips the engine's read, a hop to LanceDB's event
+    loop thread and back (0.3 ms, and scheduler ticks on a busy machine). Only for a store that checks
+    for other processes' commits on every read (``read_consistency`` 0); no folder (a URI) reads every time.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[tuple[int, int, int], int]] = {}
+
+    def read(self, folder: str | None, current: Callable[[], int]) -> int:
+        """The table's version: the one seen last while ``folder`` is unchanged, else ``current()``."""
+        if folder is None:
+            return current()
+        try:
+            state = os.stat(folder)
+        except OSError:
+            return current()
+        key = (state.st_ino, state.st_mtime_ns, state.st_ctime_ns)
+        seen = self._seen.get(folder)
+        if seen is not None and seen[0] == key:
+            return seen[1]
+        version = current()  # read after the folder's state: it holds at least every commit that state shows
+        if time.time_ns() - max(state.st_mtime_ns, state.st_ctime_ns) > _SETTLED_NS:
+            self._seen[folder] = (key, version)
+        else:
+            self._seen.pop(folder, None)
+        return version
+
+
 def cached_searches(
     block: VectorBlock,
     parse: Callable[[str], Any],
@@ -79,14 +120,22 @@ def cached_searches(
     vector: np.ndarray | None,
     *,
     limit: int,
+    parsed: Mapping[str, Any] | None = None,
 ) -> CachedSearches:
-    """What ``Store.text_search`` and ``Store.vector_search`` return from ``block`` (its words built), on one mask."""
+    """What ``Store.text_search`` and ``Store.vector_search`` return from ``block`` (its words built), on one mask.
+
+    ``parsed``: the block's records by id, already parsed elsewhere at its version; the others are parsed here.
+    """
     rest = {k: v for k, v in where.eq.items() if k not in ("namespace", "user_id")}
     keep = block.mask(rest, where.isin or {}, where.ne or {})
     words = block.words().top(query_terms(text), keep, limit)
     near: Sequence[tuple[int, float]] = [] if vector is None else top_k(block, vector, keep, limit)
+
+    def hit(row: int, score: float) -> Hit:
+        return Hit(record=block.record(row, parse, parsed), score=score, vector=block.matrix[row])
+
     return CachedSearches(
-        text=[Hit(record=block.record(row, parse), score=score, vector=block.matrix[row]) for row, score in words],
-        vector=[Hit(record=block.record(row, parse), score=score, vector=block.matrix[row]) for row, score in near],
-        searched=int(keep.sum()),
+        text=[hit(row, score) for row, score in words],
+        vector=[hit(row, score) for row, score in near],
+        searched=int(np.count_nonzero(keep)),
     )

@@ -21,7 +21,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 import Stemmer
@@ -132,12 +132,17 @@ class _Field:
     def nbytes(self) -> int:
         return int(self.terms.nbytes + self.docs.nbytes + self.tf.nbytes + self.lengths.nbytes + self.offsets.nbytes)
 
+    @cached_property
+    def average(self) -> float:
+        """The mean doc length (1 for 0), kept: a field never changes (an update builds new ones)."""
+        return float(self.lengths.mean()) or 1.0
+
     def add(self, scores: np.ndarray, term_ids: Sequence[int]) -> None:
         """Add this column's BM25 of each query term to ``scores`` (one slot per doc)."""
         count = len(self.lengths)
         if count == 0:
             return
-        average = float(self.lengths.mean()) or 1.0
+        average = self.average
         for term in term_ids:
             start, end = int(self.offsets[term]), int(self.offsets[term + 1])
             if start == end:

@@ -175,6 +175,10 @@ class Lineage:
     def _facts(self, ctx: MemoryContext) -> _Facts:
         return self._cached("facts", ctx, _index_facts)  # type: ignore[no-any-return]
 
+    def facts(self, ctx: MemoryContext) -> Mapping[str, Fact]:
+        """The user's facts of every status by id, at the table's version (parsed once per version)."""
+        return self._facts(ctx).facts
+
     def past(self, ctx: MemoryContext, memories: Iterable[tuple[str, Sequence[str]]]) -> dict[str, Past]:
         """Which of ``memories`` (id, provenance) no longer hold, and what replaced them.
 

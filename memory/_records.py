@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from ._errors import ErrorKind
 from ._identity import Scope, fact_id
@@ -91,13 +91,13 @@ def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+Instant = Annotated[datetime, AfterValidator(_utc)]
+"""A record's datetime field: always aware, in UTC. On the datetime fields only, not a validator of
+every field: records are parsed on every recall, and a Python call per field doubled a fact's parse."""
+
+
 class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _aware(cls, value: Any) -> Any:
-        return _utc(value) if isinstance(value, datetime) else value
 
 
 class MemoryContext(_Record):
@@ -137,7 +137,7 @@ class Turn(_Record):
     messages: tuple[Message, ...] = Field(description="The messages of the turn.")
     subject: str = Field(default="user", description="Canonical subject of the person who spoke first.")
     context: str = Field(default="", description="The previous turn's text: answers often reply to it.")
-    created_at: datetime = Field(description="Capture time (from the injected clock).")
+    created_at: Instant = Field(description="Capture time (from the injected clock).")
     status: Literal["pending", "observed", "failed"] = Field(
         default="pending", description='Observer state; "failed" is parked: out of retries until asked.'
     )
@@ -149,7 +149,7 @@ class Turn(_Record):
         default=None, description="Model configuration fingerprint the last error happened under."
     )
     attempts: int = Field(default=0, ge=0, description="Observer attempts so far.")
-    retry_at: datetime | None = Field(default=None, description="Not retried by scheduled jobs before this time.")
+    retry_at: Instant | None = Field(default=None, description="Not retried by scheduled jobs before this time.")
     key: str | None = Field(default=None, description="The idempotency key the turn was captured under.")
     dated: bool = Field(
         default=False, description="Captured with its real time (an import): what derives from it is dated by it."
@@ -179,8 +179,8 @@ class WorkingEntry(_Record):
     text: str = Field(description="The observation.")
     salience: float = Field(default=0.5, ge=0.0, le=1.0, description="Importance when observed.")
     seq: int = Field(default=0, ge=0, description="Session turn number it was observed at.")
-    created_at: datetime = Field(description="When observed.")
-    updated_at: datetime = Field(description="Last change.")
+    created_at: Instant = Field(description="When observed.")
+    updated_at: Instant = Field(description="Last change.")
     status: Literal["active", "overflow", "closed"] = Field(default="active", description="Lifecycle state.")
     provenance: tuple[str, ...] = Field(default=(), description="Turn ids it came from.")
     keys: tuple[str, ...] = Field(
@@ -203,10 +203,10 @@ class Episode(_Record):
     session_id: str = Field(description="The session it encodes.")
     summary: str = Field(description="What happened, in a few sentences.")
     subjects: tuple[str, ...] = Field(default=("user",), description="Canonical subjects involved.")
-    started_at: datetime = Field(description="First turn time.")
-    ended_at: datetime = Field(description="Last turn time.")
-    created_at: datetime = Field(description="When encoded.")
-    updated_at: datetime = Field(description="Last change.")
+    started_at: Instant = Field(description="First turn time.")
+    ended_at: Instant = Field(description="Last turn time.")
+    created_at: Instant = Field(description="When encoded.")
+    updated_at: Instant = Field(description="Last change.")
     salience: float = Field(default=0.5, ge=0.0, le=1.0, description="Importance of the episode.")
     status: Literal["pending", "consolidated", "failed", "expired", "parked"] = Field(
         default="pending",
@@ -221,7 +221,7 @@ class Episode(_Record):
     )
     provenance: tuple[str, ...] = Field(default=(), description="Turn ids it covers.")
     attempts: int = Field(default=0, ge=0, description="Failed encoding or consolidation attempts in a row.")
-    retry_at: datetime | None = Field(default=None, description="Not retried by scheduled jobs before this time.")
+    retry_at: Instant | None = Field(default=None, description="Not retried by scheduled jobs before this time.")
     pinned: bool = Field(default=False, description="Pinned by the user: never expires.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
 
@@ -235,12 +235,12 @@ class Fact(_Record):
     subject: str = Field(description="Canonical subject the fact is about.")
     text: str = Field(description="The fact, one sentence.")
     confidence: float = Field(default=0.8, ge=0.0, le=1.0, description="Confidence at the last reinforcement.")
-    created_at: datetime = Field(description="When first recorded.")
-    updated_at: datetime = Field(description="Last change.")
-    reinforced_at: datetime = Field(description="Last time evidence repeated it; decay counts from here.")
+    created_at: Instant = Field(description="When first recorded.")
+    updated_at: Instant = Field(description="Last change.")
+    reinforced_at: Instant = Field(description="Last time evidence repeated it; decay counts from here.")
     reinforcements: int = Field(default=0, ge=0, description="How often it was reinforced.")
-    valid_from: datetime | None = Field(default=None, description="Start of validity, when known.")
-    valid_to: datetime | None = Field(default=None, description="End of validity (set when superseded).")
+    valid_from: Instant | None = Field(default=None, description="Start of validity, when known.")
+    valid_to: Instant | None = Field(default=None, description="End of validity (set when superseded).")
     superseded_by: str | None = Field(default=None, description="Id of the fact that replaced it.")
     status: Literal["active", "superseded", "archived"] = Field(default="active", description="Lifecycle state.")
     provenance: tuple[str, ...] = Field(
@@ -312,8 +312,8 @@ class Digest(_Record):
     user_id: str = Field(description="Scope: user.")
     subject: str = Field(default="user", description="Always the primary user.")
     text: str = Field(description="The narrative.")
-    created_at: datetime = Field(description="When written.")
-    updated_at: datetime = Field(description="Last change.")
+    created_at: Instant = Field(description="When written.")
+    updated_at: Instant = Field(description="Last change.")
     provenance: tuple[str, ...] = Field(default=(), description="Fact ids it was written from.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
 
@@ -328,14 +328,14 @@ class Edge(_Record):
     relation: str = Field(description="Relation type, e.g. 'married to'.")
     target: str = Field(description="Canonical subject the edge ends at.")
     confidence: float = Field(default=0.8, ge=0.0, le=1.0, description="Confidence.")
-    created_at: datetime = Field(description="When first recorded.")
-    updated_at: datetime = Field(description="Last change.")
+    created_at: Instant = Field(description="When first recorded.")
+    updated_at: Instant = Field(description="Last change.")
     reinforcements: int = Field(default=0, ge=0, description="How often it was seen again.")
     provenance: tuple[str, ...] = Field(default=(), description="Turn or fact ids it came from.")
-    valid_from: datetime | None = Field(
+    valid_from: Instant | None = Field(
         default=None, description="Start of validity (None: since ``created_at``, for edges stored before it)."
     )
-    valid_to: datetime | None = Field(
+    valid_to: Instant | None = Field(
         default=None, description="End of validity: None while current; set when its last supporting fact ended."
     )
     support: tuple[str, ...] = Field(
@@ -369,7 +369,7 @@ class Alias(_Record):
     user_id: str = Field(description="Scope: user.")
     name: str = Field(description="The display name, lowercased.")
     subject: str = Field(description="The canonical subject it stands for.")
-    created_at: datetime = Field(description="When recorded.")
+    created_at: Instant = Field(description="When recorded.")
 
 
 class MemoryItem(_Record):
@@ -380,8 +380,8 @@ class MemoryItem(_Record):
     subject: str = Field(description="Canonical subject.")
     text: str = Field(description="Text shown to the agent.")
     confidence: float = Field(description="Effective confidence or salience now, 0..1.")
-    created_at: datetime = Field(description="When the record was created.")
-    updated_at: datetime = Field(description="When the record last changed.")
+    created_at: Instant = Field(description="When the record was created.")
+    updated_at: Instant = Field(description="When the record last changed.")
     provenance: tuple[str, ...] = Field(default=(), description="Source ids back to captured turns.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Tier-specific details.")
 

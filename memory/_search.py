@@ -169,10 +169,15 @@ class Search:
         # One full-text and one vector search per table. A user's cached rows are searched here, in memory;
         # the others' searches go to LanceDB, all in flight at once (it releases the GIL).
         searches: list[tuple[TableName, CachedSearches | Callable[[], CachedSearches]]] = []
+        # The facts lineage parsed (it needs them all to mark what no longer holds): hits need no parse of their own.
+        parsed = self.lineage.facts(ctx) if "facts" in tables else {}
         for table in tables:
             scoped = self._where(ctx, table, canon, allowed)
             if scoped is not None:
-                cached = store.cached_searches(table, cue, meaning[1] if meaning else None, scoped, limit=pool)
+                known = parsed if table == "facts" else None
+                cached = store.cached_searches(
+                    table, cue, meaning[1] if meaning else None, scoped, limit=pool, parsed=known
+                )
                 searches.append((table, cached or self._submitted(table, cue, meaning, scoped, pool)))
         searched = 0  # memories the vector searches compared: how high "unrelated" reaches
         for table, result in searches:

@@ -10,6 +10,7 @@ concurrent inserts of one id make one row.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 import warnings
@@ -26,7 +27,7 @@ from lancedb.query import FullTextOperator, MultiMatchQuery
 from lancedb.remote.errors import LanceDBClientError
 from pydantic import BaseModel
 
-from ._cached_search import CachedSearches, PinnedVersions, cached_searches
+from ._cached_search import CachedSearches, PinnedVersions, VersionWatch, cached_searches
 from ._commits import CommitRetry, retry_conflicts
 from ._errors import (
     ConfigurationError,
@@ -147,6 +148,9 @@ class Store:
         self._loads: dict[tuple[str, str, str], threading.Lock] = {}
         self._oversize: set[tuple[str, str, str]] = set()
         self._pins = PinnedVersions()
+        # Versions from the folders, not the engine, only where the engine would check on every read.
+        self._watch = VersionWatch() if read_consistency == timedelta(0) else None
+        self._folders: dict[str, tuple[Any, str | None]] = {}
         self._check_meta()
 
     # -- schema -----------------------------------------------------------------------------
@@ -510,7 +514,25 @@ class Store:
     def version(self, name: TableName) -> int:
         """The table's current version (moves with every write, from any process)."""
         with _engine_errors(f"read {name}"):
-            return self._pins.read(name, lambda: int(self.table(name).version))
+            return self._pins.read(name, lambda: self._engine_version(name))
+
+    def _engine_version(self, name: str) -> int:
+        """The table's latest version: the engine's, unless its versions folder shows no commit since it last said."""
+        table = self.table(name)
+        if self._watch is None:
+            return int(table.version)
+        return self._watch.read(self._versions_folder(name, table), lambda: int(table.version))
+
+    def _versions_folder(self, name: str, table: Any) -> str | None:
+        """The local folder of ``table``'s versions; None for a URI or a read-only stand-in for a missing table."""
+        if name not in self._tables or self._tables[name] is not table:
+            return None
+        opened, folder = self._folders.get(name, (None, None))
+        if opened is not table:  # first asked, or opened again (reembed rewrites a table)
+            uri = str(table.uri)
+            folder = None if "://" in uri else os.path.join(uri, "_versions")
+            self._folders[name] = (table, folder)
+        return folder
 
     def pinned_versions(self) -> contextlib.AbstractContextManager[None]:
         """Within the block, this thread reads each table's version once (one recall: one check per table)."""
@@ -555,7 +577,7 @@ class Store:
         """The user's block at the table's current version, loaded once however many searches ask at once."""
 
         def current() -> int:
-            return int(self.table(key[0]).version)
+            return self._engine_version(key[0])
 
         block = self._vectors.get(key, self._pins.read(key[0], current))
         if block is None:  # stale, or a write of this process moved it since pinned: check the engine again
@@ -630,19 +652,30 @@ class Store:
         return None if block.lexical_refused else block
 
     def cached_searches(
-        self, name: TableName, text: str, vector: np.ndarray | None, where: Where, *, limit: int
+        self,
+        name: TableName,
+        text: str,
+        vector: np.ndarray | None,
+        where: Where,
+        *,
+        limit: int,
+        parsed: Mapping[str, Any] | None = None,
     ) -> CachedSearches | None:
         """``text_search``, ``vector_search`` (when ``vector``) and ``searched`` at once, in this thread, when the
-        one user ``where`` names has their rows and words cached at the table's version; else None."""
+        one user ``where`` names has their rows and words cached at the table's version; else None.
+
+        ``parsed``: records of the table at that version by id, already parsed (the caller's), used as they are.
+        """
         namespace, user = where.eq.get("namespace"), where.eq.get("user_id")
         if namespace is None or user is None or self._vectors.max_bytes <= 0:
             return None
         with _engine_errors(f"search {name}"):
-            version = self._pins.read(name, lambda: int(self.table(name).version))
+            version = self._pins.read(name, lambda: self._engine_version(name))
         block = self._vectors.get((name, namespace, user), version)
         if block is None or block.lexical is None or block.lexical_refused:
             return None
-        return cached_searches(block, SPECS[name].model.model_validate_json, where, text, vector, limit=limit)
+        parse = SPECS[name].model.model_validate_json
+        return cached_searches(block, parse, where, text, vector, limit=limit, parsed=parsed)
 
     def lance_text_search(self, name: TableName, text: str, where: Where, *, limit: int) -> list[Hit]:
         """Full-text search through LanceDB's index (any scope; what the cached words stand in for)."""

@@ -82,9 +82,12 @@ class VectorBlock:
         sizes = [len(r) for r in self.columns["record"]]
         return _PARSED_FACTOR * sum(sorted(sizes, reverse=True)[:_PARSED])
 
-    def record(self, row: int, parse: Callable[[str], Any]) -> Any:
-        """The record of ``row``, parsed on first use."""
+    def record(self, row: int, parse: Callable[[str], Any], known: Mapping[str, Any] | None = None) -> Any:
+        """The record of ``row``: from ``known`` (by id, parsed elsewhere at this block's version), else parsed on
+        first use and kept."""
         key = str(self.columns["id"][row])
+        if known is not None and (given := known.get(key)) is not None:
+            return given
         found = self.parsed.get(key)
         if found is None:
             found = parse(str(self.columns["record"][row]))
@@ -241,12 +244,13 @@ class VectorCache:
 
 def top_k(block: VectorBlock, vector: np.ndarray, keep: np.ndarray, limit: int) -> list[tuple[int, float]]:
     """The ``limit`` rows most similar to ``vector`` among ``keep``: (row, cosine), best first."""
-    count = int(keep.sum())
+    count = int(np.count_nonzero(keep))
     if count == 0:
         return []
     # Score every row in place rather than copying the kept rows out (a copy is the matrix again).
     scores = similarities(block.matrix, vector)
-    scores[~keep] = -np.inf
+    if count < len(scores):
+        scores[~keep] = -np.inf
     limit = min(limit, count)
     best = np.argpartition(-scores, limit - 1)[:limit] if len(scores) > limit else np.arange(len(scores))
     best = best[np.argsort(-scores[best], kind="stable")]

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import pytest
+from lancedb.table import LanceTable
 
 from tiermem import HashingEmbedder, MemoryContext, create_memory_capability
-from tiermem.memory import _vectors
+from tiermem.memory import _cached_search, _vectors
+from tiermem.memory._cached_search import VersionWatch
 from tiermem.memory._records import Fact
 from tiermem.memory._store import Store, Where
 from tiermem.memory._vectors import similarities
@@ -82,6 +87,22 @@ def test_one_call_returns_what_the_single_searches_return(store: Store, where: W
     assert no_vector is not None and no_vector.vector == []
 
 
+@pytest.mark.parametrize("where", WHERES, ids=["user", "active", "subject", "ids-and-ne"])
+def test_records_parsed_elsewhere_are_used_as_given_and_change_nothing(store: Store, where: Where) -> None:
+    store.text_search("facts", "Lisbon", where, limit=3)  # loads the user's rows and words
+    query = np.random.default_rng(7).standard_normal(DIMS).astype(np.float32)
+    alone = store.cached_searches("facts", "Lisbon tennis", query, where, limit=4)
+    records = {r.id: r for r in store.query("facts", Where(eq=SCOPE))}  # what recall's lineage holds
+    given = store.cached_searches("facts", "Lisbon tennis", query, where, limit=4, parsed=records)
+    assert alone is not None and given is not None
+    for mine, theirs in ((alone.text, given.text), (alone.vector, given.vector)):
+        assert [(h.record, h.score) for h in mine] == [(h.record, h.score) for h in theirs]
+        assert all(h.record is records[h.record.id] for h in theirs)
+    assert given.searched == alone.searched
+    partial = store.cached_searches("facts", "Lisbon tennis", query, where, limit=4, parsed={})  # none given
+    assert partial is not None and [h.record for h in partial.vector] == [h.record for h in alone.vector]
+
+
 def test_no_call_when_the_words_are_not_cached(store_path: str, store: Store) -> None:
     store.vector_search("facts", np.ones(DIMS, dtype=np.float32), Where(eq=SCOPE), limit=3)  # vectors only
     assert store.cached_searches("facts", "Lisbon", None, Where(eq=SCOPE), limit=3) is None
@@ -114,6 +135,63 @@ async def test_recall_sees_another_writer(store_path: str, clock: FrozenClock) -
     await theirs.add_semantic_fact(ctx, "Lisbon trams are yellow.")
     found = await mine.recall(ctx, "Lisbon trams", limit=5)
     assert found[0].text == "Lisbon trams are yellow."
+
+
+def _aged(folder: Path) -> None:
+    """The folder as if it had last changed an hour ago (its ctime still moves to now)."""
+    old = time.time() - 3600
+    os.utime(folder, (old, old))
+
+
+def test_a_versions_folder_stands_for_the_version_while_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "_versions"
+    folder.mkdir()
+    reads: list[int] = []
+
+    def current() -> int:
+        reads.append(1)
+        return len(reads)
+
+    watch = VersionWatch()
+    assert [watch.read(str(folder), current) for _ in range(3)] == [1, 2, 3]  # just changed: not settled yet
+    assert [watch.read(None, current), watch.read(str(tmp_path / "missing"), current)] == [4, 5]
+    monkeypatch.setattr(_cached_search, "_SETTLED_NS", 0)
+    _aged(folder)
+    assert [watch.read(str(folder), current) for _ in range(3)] == [6, 6, 6]  # settled: one engine read
+    (folder / "7.manifest").write_text("")  # a commit
+    assert [watch.read(str(folder), current) for _ in range(2)] == [7, 7]
+    _aged(folder)
+    (folder / "7.manifest").unlink()  # a cleanup of old versions
+    assert watch.read(str(folder), current) == 8
+
+
+async def test_recall_skips_the_engines_version_reads_and_still_sees_another_writer(
+    store_path: str, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = MemoryContext(user_id="u-1")
+    mine = create_memory_capability(store=store_path, embedder=HashingEmbedder(64), clock=clock)
+    for text in TEXTS:
+        await mine.add_semantic_fact(ctx, text)
+    await mine.recall(ctx, "Lisbon", limit=5, tiers=["semantic"])  # the user's rows and words cached
+    reads: list[str] = []
+    engine_version = LanceTable.version.fget
+    assert engine_version is not None
+    monkeypatch.setattr(LanceTable, "version", property(lambda t: reads.append(t.name) or engine_version(t)))
+    monkeypatch.setattr(_cached_search, "_SETTLED_NS", 0)
+    for folder in Path(store_path).glob("*.lance/_versions"):
+        _aged(folder)
+    first = [i.model_dump() for i in await mine.recall(ctx, "Lisbon trams", limit=5, tiers=["semantic"])]
+    assert sorted(set(reads)) == ["aliases", "facts"]  # the folders' state changed (aged): read once
+    reads.clear()
+    again = [i.model_dump() for i in await mine.recall(ctx, "Lisbon trams", limit=5, tiers=["semantic"])]
+    assert reads == [] and again == first
+    theirs = create_memory_capability(store=store_path, embedder=HashingEmbedder(64), clock=clock)
+    await theirs.add_semantic_fact(ctx, "Lisbon trams are yellow.")
+    reads.clear()
+    found = await mine.recall(ctx, "Lisbon trams", limit=5, tiers=["semantic"])
+    assert "facts" in reads and found[0].text == "Lisbon trams are yellow."
 
 
 @pytest.mark.parametrize("rows", [0, 1, 63, 2501, 10_000], ids=["empty", "one", "one-block", "odd", "10k"])

@@ -174,6 +174,43 @@ def test_datetimes_become_utc(given: datetime, expected: datetime) -> None:
     assert fact.valid_from is not None and fact.valid_from.utcoffset() == timedelta(0)
 
 
+def _datetime_fields(cls: type[BaseModel]) -> list[str]:
+    return [name for name, f in cls.model_fields.items() if "datetime" in str(f.annotation)]
+
+
+def test_every_record_class_has_its_datetime_fields_found() -> None:
+    # Guards the test below: it covers every datetime field of every record class.
+    assert {n: _datetime_fields(c) for n, c in RECORD_CLASSES.items() if _datetime_fields(c)} == {
+        "Turn": ["created_at", "retry_at"],
+        "WorkingEntry": ["created_at", "updated_at"],
+        "Episode": ["started_at", "ended_at", "created_at", "updated_at", "retry_at"],
+        "Fact": ["created_at", "updated_at", "reinforced_at", "valid_from", "valid_to"],
+        "Digest": ["created_at", "updated_at"],
+        "Edge": ["created_at", "updated_at", "valid_from", "valid_to"],
+        "Alias": ["created_at"],
+        "MemoryItem": ["created_at", "updated_at"],
+        "RankedMemoryItem": ["created_at", "updated_at"],
+    }
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_datetime_field_becomes_utc_built_or_parsed(name: str) -> None:
+    # Only datetime fields carry the UTC validator (a validator on every field cost half a fact's parse):
+    # none may be left out, whether the record is built or parsed from its JSON.
+    cls = RECORD_CLASSES[name]
+    given = datetime(2026, 3, 1, 11, 0, tzinfo=timezone(timedelta(hours=2)))
+    values = {**RECORD_FACTORIES[name](), **dict.fromkeys(_datetime_fields(cls), given)}
+    naive = {
+        k: v.replace(tzinfo=None) - timedelta(hours=2) if isinstance(v, datetime) else v for k, v in values.items()
+    }
+    built = [cls(**values), cls(**naive)]
+    parsed = cls.model_validate_json(cls.model_construct(**values).model_dump_json())
+    for record in [*built, parsed]:
+        for field in _datetime_fields(cls):
+            value = getattr(record, field)
+            assert value == datetime(2026, 3, 1, 9, 0, tzinfo=UTC) and value.tzinfo is UTC, (name, field)
+
+
 def test_naive_and_aware_records_compare() -> None:
     naive = Fact(**{**RECORD_FACTORIES["Fact"](), "created_at": datetime(2026, 3, 1, 9, 0)})
     aware = Fact(**RECORD_FACTORIES["Fact"]())
