@@ -10,6 +10,7 @@ concurrent inserts of one id make one row.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -32,6 +33,7 @@ from ._commits import CommitRetry, retry_conflicts
 from ._errors import (
     ConfigurationError,
     InvalidArgumentError,
+    StoreConflictError,
     StoreMismatchError,
     StoreNotFoundError,
     TiermemError,
@@ -43,6 +45,8 @@ from ._store_errors import store_error_type
 from ._store_meta import REEMBEDDING, SCHEMA_VERSION, check_meta, meta_values, wanted_meta, width_mismatch
 from ._text import FTS_CONFIG
 from ._vectors import COLUMNS, VectorBlock, VectorCache, column_array, top_k
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "MAX_FILTER_VALUE",
@@ -452,7 +456,9 @@ class Store:
 
         So every ``compact_every`` writes from this process the table is compacted and its
         indexes caught up (versions younger than ``keep_versions`` stay for concurrent readers;
-        the janitor's storage compaction does the rest).
+        the janitor's storage compaction does the rest). The write has committed by then: a
+        compaction that keeps losing commit races to other writers is left for the next time
+        (it rewrites what they are changing), never the write's failure.
         """
         self._writes[name] = self._writes.get(name, 0) + 1
         if self.compact_every and self._writes[name] >= self.compact_every:
@@ -463,7 +469,10 @@ class Store:
                     table.optimize(cleanup_older_than=self.keep_versions, delete_unverified=False)
                     self._vectors.drop(name)
 
-            self._retry(f"compact {name}", compact)
+            try:
+                self._retry(f"compact {name}", compact)
+            except StoreConflictError as exc:
+                log.warning("compaction of %s left for later: %s", name, exc)
 
     # -- reads ------------------------------------------------------------------------------
 

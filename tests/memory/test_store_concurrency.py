@@ -10,6 +10,7 @@ import json
 import logging
 import textwrap
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 from tests.subprocesses import run_together
 from tiermem import InvalidArgumentError, StoreConflictError
 from tiermem.memory._commits import CommitRetry, retry_conflicts
+from tiermem.memory._records import Fact
 from tiermem.memory._store import Store, Where
 
 PROCESSES = 4
@@ -63,6 +65,13 @@ WORKER = textwrap.dedent(
     print(json.dumps(out))
     """
 )
+
+
+def _fact(fact_id: str) -> Fact:
+    now = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    return Fact(
+        id=fact_id, subject="user", text=f"fact {fact_id}", created_at=now, updated_at=now, reinforced_at=now, **SCOPE
+    )
 
 
 def _together(args: list[list[str]], tmp_path: Path) -> list[dict[str, Any]]:
@@ -146,3 +155,35 @@ def test_the_default_policy_gives_up_well_within_ten_seconds() -> None:
 def test_an_unusable_retry_policy_is_refused(options: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgumentError):
         CommitRetry(**options)
+
+
+def test_a_compaction_that_keeps_losing_commit_races_never_fails_the_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store's own compaction after a write is housekeeping: the write has committed (CI saw a
+    capture fail when another process's updates preempted the compaction eight times in a row)."""
+    retry = CommitRetry(attempts=2, base_delay=0.0, max_delay=0.0)
+    store = Store(
+        str(tmp_path / "store"), embedder_id="hashing-v1-8", dimensions=8, compact_every=1, commit_retry=retry
+    )
+    table = store.table("facts")
+    tried: list[int] = []
+
+    def preempted(self: Any, *args: Any, **kwargs: Any) -> None:  # the engine's own message for a lost race
+        tried.append(1)
+        raise OSError(
+            "lance error: Retryable commit conflict for version 3: This Rewrite transaction was preempted by "
+            "concurrent transaction Update at version 3. Please retry."
+        )
+
+    monkeypatch.setattr(type(table), "optimize", preempted)
+    fact = _fact("kept")
+    with caplog.at_level(logging.WARNING):
+        store.upsert("facts", [fact], np.ones((1, 8), dtype=np.float32))
+
+    assert len(tried) == retry.attempts  # it was retried as any commit race, then left
+    assert [f.id for f in store.query("facts", Where(eq=SCOPE))] == ["kept"]
+    assert "compaction of facts left for later" in caplog.text
+    monkeypatch.undo()
+    store.upsert("facts", [_fact("next")], np.ones((1, 8), dtype=np.float32))  # compacts again, for real
+    assert sorted(f.id for f in store.query("facts", Where(eq=SCOPE))) == ["kept", "next"]
