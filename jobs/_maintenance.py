@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tiermem.memory._blocking import run_blocking
+from tiermem.memory._consolidation import consolidation_order
 from tiermem.memory._records import Episode, MemoryContext
 from tiermem.memory._store import Where
 from tiermem.memory._system import MemorySystem
@@ -59,7 +60,7 @@ async def run_consolidation(mem: MemorySystem, now: datetime | None = None) -> d
 def _ready(pending: list[Episode], now: datetime, wait: timedelta) -> int | None:
     """How many of ``pending`` to consolidate now (None: all): the full batches, in consolidation's
     order, unless the partial batch after them has waited ``wait`` (from its oldest session's end)."""
-    pending = sorted(pending, key=lambda e: (e.started_at, e.id))  # as consolidate takes them
+    pending = sorted(pending, key=consolidation_order)
     full = len(pending) // CONSOLIDATION_BATCH * CONSOLIDATION_BATCH
     rest = pending[full:]
     if not rest or now - min(e.ended_at for e in rest) >= wait:

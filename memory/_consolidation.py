@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 
 from tiermem.pipelines import (
     PROVISIONAL,
@@ -33,7 +34,7 @@ from ._sessions import held
 from ._store import Where
 from ._tiers import embedded_text, scope
 
-__all__ = ["Consolidation", "digest_current"]
+__all__ = ["Consolidation", "consolidation_order", "digest_current"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,11 @@ def _summarised(episode: Episode, written: Episode) -> Episode:
     return episode.model_copy(
         update={"summary": summary, "subjects": subjects, "salience": salience, "metadata": written.metadata}
     )
+
+
+def consolidation_order(episode: Episode) -> tuple[datetime, str]:
+    """The order pending episodes are consolidated in (and batched, and cut by ``limit``): earliest session first."""
+    return episode.started_at, episode.id
 
 
 class Consolidation:
@@ -133,7 +139,7 @@ class Consolidation:
         statuses = ["pending", "parked"] if include_parked else ["pending"]
         pending = await run_blocking(self.tiers.episodes, ctx, statuses=statuses)
         pending = [e for e in pending if not blocked(e, config) and (due(e, now) or not due_only)]
-        pending.sort(key=lambda e: (e.started_at, e.id))
+        pending.sort(key=consolidation_order)
         pending = pending if limit is None else pending[:limit]
         aliases = await run_blocking(self.tiers.aliases, ctx)
         names = [name.title() for name, subject in aliases.items() if subject == "user"]
