@@ -29,21 +29,25 @@ CONSOLIDATION_BATCH = 4
 async def run_consolidation(mem: MemorySystem, now: datetime | None = None) -> dict[str, Any]:
     """Consolidate every user with pending episodes.
 
-    Only full batches go at once: the episodes beyond the last full batch wait until the oldest of
-    them has waited the episodic option ``batch_wait`` (1 hour by default; ``waiting`` counts the
-    users with episodes left waiting): fewer, fuller model calls. ``None`` consolidates whatever is
-    pending; ``MemorySystem.consolidate`` itself never waits.
+    Only full batches go at once: the episodes beyond the last full batch wait until they hold the
+    episodic option ``batch_turns`` turns together (20 by default) or the oldest of them has waited
+    ``batch_wait`` (3 days by default; ``waiting`` counts the users with episodes left waiting):
+    fewer, fuller model calls. A ``batch_wait`` of ``None`` consolidates whatever is pending;
+    ``MemorySystem.consolidate`` itself never waits.
     """
     now = now or mem.clock.now()
     episodic = mem.capability.episodic
     wait = episodic.batch_wait if episodic is not None else None
+    turns = episodic.batch_turns if episodic is not None else None
     scopes = await run_blocking(mem.store.scopes, "episodes", Where(eq={}, isin={"status": ["pending"]}))
     report: dict[str, Any] = {"users": 0, "episodes": 0, "deferred": 0, "refused": 0, "waiting": 0}
     for namespace, user in scopes:
         ctx = MemoryContext(namespace=namespace, user_id=user)
         limit = None
         if wait is not None:
-            limit = _ready(await run_blocking(mem.tiers.episodes, ctx, statuses=["pending"]), now, wait)
+            limit = _ready(
+                await run_blocking(mem.tiers.episodes, ctx, statuses=["pending"]), now, wait=wait, turns=turns
+            )
             if limit is not None:
                 report["waiting"] += 1
                 if limit == 0:
@@ -57,13 +61,16 @@ async def run_consolidation(mem: MemorySystem, now: datetime | None = None) -> d
     return report
 
 
-def _ready(pending: list[Episode], now: datetime, wait: timedelta) -> int | None:
+def _ready(pending: list[Episode], now: datetime, *, wait: timedelta, turns: int | None) -> int | None:
     """How many of ``pending`` to consolidate now (None: all): the full batches, in consolidation's
-    order, unless the partial batch after them has waited ``wait`` (from its oldest session's end)."""
+    order, unless the partial batch after them holds ``turns`` turns or has waited ``wait`` (from
+    its oldest session's end)."""
     pending = sorted(pending, key=consolidation_order)
     full = len(pending) // CONSOLIDATION_BATCH * CONSOLIDATION_BATCH
     rest = pending[full:]
     if not rest or now - min(e.ended_at for e in rest) >= wait:
+        return None
+    if turns is not None and sum(len(e.provenance) for e in rest) >= turns:
         return None
     return full
 

@@ -47,7 +47,8 @@ class EpisodicOptions(_Options):
     idle_after: timedelta = Field(default=timedelta(minutes=30), description="A session idle this long closes.")
     # Cheap by default (about one model call per captured turn at any session length): ending a session
     # makes no call and writes a provisional, extractive episode that recall finds at once; its summary
-    # and facts come from one consolidation call per batch of episodes, within ``batch_wait``.
+    # and facts come from one consolidation call per batch of episodes (4 sessions or ``batch_turns`` turns),
+    # within ``batch_wait``.
     encode: Literal["session", "consolidation"] = Field(
         default="consolidation",
         description='When a model summarises an ended session: "consolidation" (the default), in the consolidation '
@@ -57,10 +58,19 @@ class EpisodicOptions(_Options):
         "per session).",
     )
     batch_wait: timedelta | None = Field(
-        default=timedelta(hours=1),
-        description="The scheduled consolidation job waits until a user has a full batch of pending episodes "
-        "(4, one model call) or the oldest has waited this long, so facts follow a session within this wait; "
-        "None consolidates whatever is pending at each run. ``consolidate()`` called directly never waits.",
+        default=timedelta(days=3),
+        description="The scheduled consolidation job waits until a user's pending episodes make a full batch (4, one "
+        "model call) or hold ``batch_turns`` turns, or the oldest has waited this long, so facts follow a session "
+        "within this wait (its provisional episode is searchable meanwhile); 3 days lets a user with one short "
+        "session a day fill a batch. None consolidates whatever is pending at each run. ``consolidate()`` called "
+        "directly never waits.",
+    )
+    batch_turns: int | None = Field(
+        default=20,
+        ge=1,
+        description="Pending episodes holding this many turns together are consolidated without waiting for a full "
+        "batch: enough material for one call (20: at most about 1.1 model calls per captured turn); None: only full "
+        "batches and ``batch_wait`` count.",
     )
 
 

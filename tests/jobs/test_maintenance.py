@@ -65,7 +65,7 @@ async def test_run_consolidation_consolidates_every_user_with_pending_episodes(
     await mem.end_session(ann)
     await mem.end_session(bob)  # cid's session is still open: no episode yet
 
-    report = await run_consolidation(mem, clock.advance(hours=1))  # the default batch wait has passed
+    report = await run_consolidation(mem, clock.advance(days=3))  # the default batch wait has passed
 
     assert (report["users"], report["episodes"], report["deferred"]) == (2, 2, 0)
     assert {e.status for e in mem.tiers.episodes(ann) + mem.tiers.episodes(bob)} == {"consolidated"}
@@ -142,7 +142,7 @@ async def test_run_consolidation_defers_when_the_model_fails(
     await mem.end_session(ctx)
     stages.failing = {"encode_consolidate"}  # the default's consolidation call
 
-    report = await run_consolidation(mem, clock.advance(hours=1))  # the default batch wait has passed
+    report = await run_consolidation(mem, clock.advance(days=3))  # the default batch wait has passed
 
     (episode,) = mem.tiers.episodes(ctx)
     assert (report["users"], report["episodes"], report["deferred"]) == (1, 0, 1)

@@ -1,6 +1,7 @@
 """Out of the box (no episodic option) a session's end makes no model call: its episode is provisional and
 searchable at once, and the scheduled consolidation job writes summaries and facts with one call per batch of 4
-episodes, waiting at most an hour for a batch to fill; ``consolidate()`` called directly never waits."""
+episodes (or fewer holding 20 turns), waiting at most 3 days for a batch to fill; ``consolidate()`` called directly
+never waits."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from tests.fakes import calls_for, messages_of, session, stage_model
 from tiermem import EpisodicOptions, InvalidArgumentError, MemoryContext, system
-from tiermem.jobs import close_idle_sessions, run_consolidation
+from tiermem.jobs import close_idle_sessions, run_consolidation, run_digests
 from tiermem.memory._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
 from tiermem.prompts import consolidate, encode_consolidate, encode_episode, observe
@@ -23,22 +24,29 @@ def _default(fake: FunctionModel, store_path: str, embedder: HashingEmbedder, cl
 
 
 async def _ended(
-    mem: MemorySystem, ctx: MemoryContext, count: int, start: int = 0, *, clock: FrozenClock | None = None
+    mem: MemorySystem,
+    ctx: MemoryContext,
+    count: int,
+    start: int = 0,
+    *,
+    clock: FrozenClock | None = None,
+    turns: int = 5,
 ) -> None:
-    """``count`` sessions of 5 turns, ended; with ``clock``, each a minute after the one before."""
+    """``count`` sessions of ``turns`` turns, ended; with ``clock``, each a minute after the one before."""
     for number in range(start, start + count):
         if clock is not None:
             clock.advance(minutes=1)
         sctx = session(ctx, f"s-{number}")
-        for turn in range(5):
-            await mem.capture(sctx, messages_of(f"I planted {number * 5 + turn + 2} pear trees in Evora.", "Nice."))
+        for turn in range(turns):
+            trees = number * turns + turn + 2
+            await mem.capture(sctx, messages_of(f"I planted {trees} pear trees in Evora.", "Nice."))
         await mem.end_session(sctx)
 
 
 def test_the_defaults_are_the_cheap_path() -> None:
     options = EpisodicOptions()
 
-    assert (options.encode, options.batch_wait) == ("consolidation", timedelta(hours=1))
+    assert (options.encode, options.batch_wait, options.batch_turns) == ("consolidation", timedelta(days=3), 20)
 
 
 async def test_a_default_system_ends_a_session_without_a_model_call_and_recalls_it_at_once(
@@ -72,10 +80,14 @@ async def test_the_idle_session_job_closes_a_session_without_a_model_call(
 
 @pytest.mark.parametrize(
     ("sessions", "after", "waiting"),
-    [(4, timedelta(minutes=15), 0), (3, timedelta(minutes=59), 1), (3, timedelta(hours=1), 0)],
-    ids=["full-batch-at-once", "partial-batch-waits", "partial-batch-after-the-hour"],
+    [
+        (4, timedelta(minutes=15), 0),
+        (3, timedelta(days=3) - timedelta(minutes=1), 1),
+        (3, timedelta(days=3), 0),
+    ],
+    ids=["full-batch-at-once", "partial-batch-waits", "partial-batch-after-the-wait"],
 )
-async def test_the_default_consolidation_job_waits_for_a_batch_or_the_hour_then_makes_one_call(
+async def test_the_default_consolidation_job_waits_for_a_batch_or_the_wait_then_makes_one_call(
     store_path: str,
     embedder: HashingEmbedder,
     clock: FrozenClock,
@@ -117,7 +129,7 @@ async def test_four_sessions_cost_one_call_beyond_their_observer_calls_with_the_
     assert (len(calls_for(fake, observe.STAGE)), len(calls_for(fake, encode_consolidate.STAGE))) == (20, 1)
 
 
-async def test_only_full_batches_go_at_once_and_the_rest_waits_its_hour(
+async def test_only_full_batches_go_at_once_and_the_rest_waits_its_turn(
     store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext
 ) -> None:
     fake = stage_model()
@@ -132,8 +144,8 @@ async def test_only_full_batches_go_at_once_and_the_rest_waits_its_hour(
     left = [e for e in mem.tiers.episodes(ctx) if e.status == "pending"]
     assert [e.session_id for e in left] == ["s-4"]  # the latest session waits, the earliest went
 
-    assert (await run_consolidation(mem, clock.advance(minutes=30)))["episodes"] == 0  # still within its hour
-    last = await run_consolidation(mem, clock.advance(minutes=30))
+    assert (await run_consolidation(mem, clock.advance(days=2)))["episodes"] == 0  # still within its wait
+    last = await run_consolidation(mem, clock.advance(days=1))
 
     assert (last["episodes"], last["waiting"]) == (1, 0)
     assert len(calls_for(fake, encode_consolidate.STAGE)) == 2
@@ -199,3 +211,71 @@ async def test_an_import_with_the_defaults_summarises_and_consolidates_every_ses
     episodes = mem.tiers.episodes(ctx)
     assert {e.status for e in episodes} == {"consolidated"} and len(episodes) == 5
     assert not any(e.metadata.get("provisional") for e in episodes)  # every summary is the model's
+
+
+@pytest.mark.parametrize(
+    ("sessions", "turns", "batch_turns", "consolidated"),
+    [(2, 10, 20, True), (2, 5, 20, False), (1, 20, 20, True), (3, 5, 15, True), (2, 10, None, False)],
+    ids=["two-of-ten-turns-go", "two-of-five-wait", "one-long-session-goes", "a-lower-threshold", "turns-not-counted"],
+)
+async def test_a_partial_batch_holding_enough_turns_goes_without_waiting(
+    store_path: str,
+    embedder: HashingEmbedder,
+    clock: FrozenClock,
+    ctx: MemoryContext,
+    sessions: int,
+    turns: int,
+    batch_turns: int | None,
+    consolidated: bool,
+) -> None:
+    fake = stage_model()
+    mem = system(
+        model=fake.model, store=store_path, embedder=embedder, clock=clock, episodic={"batch_turns": batch_turns}
+    )
+    await _ended(mem, ctx, sessions, turns=turns)
+
+    report = await run_consolidation(mem, clock.advance(minutes=15))
+
+    assert (report["episodes"], report["waiting"]) == ((sessions, 0) if consolidated else (0, 1))
+    assert len(calls_for(fake, encode_consolidate.STAGE)) == int(consolidated)
+    assert {e.status for e in mem.tiers.episodes(ctx)} == ({"consolidated"} if consolidated else {"pending"})
+
+
+async def test_a_full_batch_goes_and_a_short_rest_still_waits_for_its_turns(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext
+) -> None:
+    fake = stage_model()
+    mem = _default(fake, store_path, embedder, clock)
+    await _ended(mem, ctx, 4, clock=clock)
+    await _ended(mem, ctx, 1, start=4, clock=clock, turns=10)  # 10 turns: under the 20 that would send it
+
+    first = await run_consolidation(mem, clock.advance(minutes=15))
+    await _ended(mem, ctx, 1, start=5, clock=clock, turns=10)  # now 20 turns wait
+    second = await run_consolidation(mem, clock.advance(minutes=15))
+
+    assert (first["episodes"], first["waiting"], second["episodes"], second["waiting"]) == (4, 1, 2, 0)
+    assert [len(c.call.inputs.encode) for c in calls_for(fake, encode_consolidate.STAGE)] == [4, 2]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("turns", [5, 10], ids=["five-turns-a-day", "ten-turns-a-day"])
+async def test_one_short_session_a_day_costs_at_most_1_15_calls_a_turn_with_the_default_jobs(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext, turns: int
+) -> None:
+    """A user once a day: the jobs run every few hours, every session's facts arrive within the wait."""
+    fake = stage_model()
+    mem = _default(fake, store_path, embedder, clock)
+    days = 8
+    for day in range(days):
+        await _ended(mem, ctx, 1, start=day, turns=turns)
+        for _ in range(6):  # the rest of the day, the jobs running every 4 hours
+            now = clock.advance(hours=4)
+            await run_consolidation(mem, now)
+            await run_digests(mem, now)
+    now = clock.advance(days=3)
+    await run_consolidation(mem, now)
+    await run_digests(mem, now)
+
+    assert {e.status for e in mem.tiers.episodes(ctx)} == {"consolidated"}
+    assert len(calls_for(fake, observe.STAGE)) == days * turns
+    assert len(fake.calls) <= 1.15 * days * turns
+    assert len(fake.calls) > days * turns  # consolidations and digests were made, just few
