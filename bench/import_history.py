@@ -38,6 +38,7 @@ Usage (from the repo root):
     python bench/import_history.py --quick     # smoke run: 3 sessions, 1 run; prints only
     python bench/import_history.py --profile   # + a cProfile of one rules-model import
     python bench/import_history.py --embedder hashing --configs journal,rules --out /tmp/import-hashing.md
+    python bench/import_history.py --configs "journal bulk,fake 200ms c8" --observe-window 1,4,8   # windows
     python bench/import_history.py --profile --embedder default,minilm-static --encode session,consolidation \
         --configs "journal bulk,rules,fake" --out bench/RESULTS-import.md   # the issue 15 matrix
 """

@@ -315,9 +315,10 @@ class MemorySystem:
         crash: turns already journaled are skipped.
 
         ``observe_window``: consecutive turns of one session per observer call (1 to 32, default 8; as many
-        as fit the model's input, a turn too large for one call observed alone, in parts). Each turn gets
-        the entries it would get alone; 1 is one call per turn, as ``capture``. A window whose answer does
-        not validate after its retries is observed turn by turn.
+        as fit the model's input, a turn too large for one call observed alone, in parts). Each observation
+        names its turn, and its entry is numbered, dated and attributed as if that turn had been observed
+        alone; 1 is one call per turn, as ``capture``. A window whose answer does not validate after its
+        retries is observed turn by turn. Raises InvalidArgumentError, before writing, for another value.
         """
         return await import_conversations(
             self, self._capture, ctx, conversations, concurrency=concurrency, on_progress=on_progress,
