@@ -18,6 +18,8 @@ Configurations, interleaved run by run (``--runs``, default 3; medians reported,
   declaring a 128k context window and answering every stage validly (one observation per message, the episode
   from its entries, one fact per
   episode sentence, the digest from the facts). ``fake 200ms c1`` on request (``--configs "fake 200ms c1"``).
+  The imports observe by windows of consecutive turns (``observe_window``, the library default unless
+  ``--observe-window 1,4,8`` asks for several, interleaved).
 
 ``--embedder`` and ``--encode`` take comma-separated lists: every configuration runs with each embedder
 (``default``, ``minilm-static``, ``hashing``) and each episode-encoding mode (``session``, ``consolidation``,
@@ -36,6 +38,7 @@ Usage (from the repo root):
     python bench/import_history.py --quick     # smoke run: 3 sessions, 1 run; prints only
     python bench/import_history.py --profile   # + a cProfile of one rules-model import
     python bench/import_history.py --embedder hashing --configs journal,rules --out /tmp/import-hashing.md
+    python bench/import_history.py --configs "journal bulk,fake 200ms c8" --observe-window 1,4,8   # windows
     python bench/import_history.py --profile --embedder default,minilm-static --encode session,consolidation \
         --configs "journal bulk,rules,fake" --out bench/RESULTS-import.md   # the issue 15 matrix
 """
@@ -86,7 +89,7 @@ warnings.filterwarnings("ignore", message=r"Items? .* `ReadOnly` qualifier")  # 
 
 NAMESPACE = "bench"
 USER = "u-import"
-STAGES = ("observe", "encode_episode", "consolidate", "encode_consolidate", "digest")
+STAGES = ("observe", "observe_window", "encode_episode", "consolidate", "encode_consolidate", "digest")
 FAKE_LATENCY = 0.2
 FAKE_WINDOW = 128_000
 TURN_STEP = timedelta(seconds=30)
@@ -162,6 +165,8 @@ class Variant:
     embedder: Embedder
     encode: str
     label: str
+    window: int | None = None
+    """``observe_window=`` of the import (None: the library default)."""
 
     @property
     def journal(self) -> bool:
@@ -169,19 +174,27 @@ class Variant:
 
 
 def variants(
-    configs: Sequence[str], embedders: Sequence[tuple[str, Embedder]], encodes: Sequence[str]
+    configs: Sequence[str],
+    embedders: Sequence[tuple[str, Embedder]],
+    encodes: Sequence[str],
+    windows: Sequence[int | None] = (None,),
 ) -> list[Variant]:
-    """Every configuration with every embedder (and, but the journal's, every encoding), labelled by what varies."""
+    """Every configuration with every embedder (and, but the journal's, every encoding and observe window),
+    labelled by what varies."""
     out = []
     for name, embedder in embedders:
         for config in configs:
-            for encode in encodes[:1] if config.startswith("journal") else encodes:
-                parts = [config]
-                if len(embedders) > 1:
-                    parts.append(name)
-                if len(encodes) > 1 and not config.startswith("journal"):
-                    parts.append(f"encode={encode}")
-                out.append(Variant(config, name, embedder, encode, " / ".join(parts)))
+            journal = config.startswith("journal")
+            for encode in encodes[:1] if journal else encodes:
+                for window in windows[:1] if journal else windows:
+                    parts = [config]
+                    if len(embedders) > 1:
+                        parts.append(name)
+                    if len(encodes) > 1 and not journal:
+                        parts.append(f"encode={encode}")
+                    if len(windows) > 1 and not journal:
+                        parts.append(f"window={'default' if window is None else window}")
+                    out.append(Variant(config, name, embedder, encode, " / ".join(parts), None if journal else window))
     return out
 
 
@@ -308,7 +321,8 @@ async def run_once(variant: Variant, hist: list[dict[str, Any]], speaker: str, f
     _count_store_calls(mem, result)
     concurrency = int(config.rsplit("c", 1)[1])
     started = time.perf_counter()
-    report = await mem.import_conversations(ctx, hist, concurrency=concurrency)
+    window = {} if variant.window is None else {"observe_window": variant.window}
+    report = await mem.import_conversations(ctx, hist, concurrency=concurrency, **window)
     result.seconds = time.perf_counter() - started
     result.deferred = report.deferred
     result.episodes = report.episodes
@@ -533,7 +547,8 @@ def report(
         "",
         f"Workload: LoCoMo dev `conv-26`, {sessions} sessions, {turns} turns per run (each LoCoMo turn one turn,"
         " dated by its session), imported with `import_conversations` (the bulk path, by groups of 4 sessions in"
-        " order: per group one resume read, one journal commit, observations concurrent, one entries commit, one"
+        " order: per group one resume read, one journal commit, observations concurrent (one call per window of"
+        " consecutive turns of a session, `observe_window`), one entries commit, one"
         " status commit, then one `end_sessions` (the group's leases in one commit each way, one read each of its"
         " turns, episodes and entries, its episodes in one commit, its closed entries in one); full batches of 4"
         " episodes consolidated as they come, then the rest consolidated and the user digested). Fresh LanceDB"
@@ -550,8 +565,9 @@ def report(
         f"Baseline `{BASELINE}`: `tiers.journal_new(turns)` per session (one embedding batch, one insert-if-absent"
         " commit), the journal step of the import alone; `journal per turn`: capture's journal write,"
         f" `tiers.journal(turn)` per turn. `fake 200ms`: `FunctionModel(latency={FAKE_LATENCY})` through real"
-        " litellm, a valid answer for every stage. `cN`: `concurrency=N` (sessions in bulk and observer calls in"
-        " flight).",
+        " litellm, a valid answer for every stage (a window of turns answered turn by turn, in one call)."
+        " `cN`: `concurrency=N` (sessions in bulk and observer calls in flight). `window=N`: `observe_window=N`"
+        " (1: one observer call per turn; unset: the library default).",
         "",
         f"| configuration | turns/s (end to end) | slowest - fastest run | x {BASELINE} | model calls / turn"
         " | commits / turn | reads / turn | episodes | facts |",
@@ -614,6 +630,17 @@ def report(
                 f" | {_median(rs, lambda r: r.per_turn(None, 'retries')):.3f}"
                 f" | {_median(rs, lambda r: r.per_turn(None, 'prompt_tokens')):,.0f} |"
             )
+        lines += [
+            "",
+            "## Prompt tokens per imported turn, per stage (fake model)",
+            "",
+            "| configuration | " + " | ".join(STAGES) + " | all |",
+            "| --- | " + " | ".join("---:" for _ in STAGES) + " | ---: |",
+        ]
+        for config in fakes:
+            rs = results[config]
+            cells = " | ".join(f"{_median(rs, lambda r, s=s: r.per_turn(s, 'prompt_tokens')):,.0f}" for s in STAGES)  # type: ignore[misc]
+            lines.append(f"| {config} | {cells} | {_median(rs, lambda r: r.per_turn(None, 'prompt_tokens')):,.0f} |")
     lines += ["", "## Aims (issue 15 item 2)", ""]
     for config, aim, what in (
         ("rules c8", AIM_RULES_TPS, "end to end with the rules model (rules c8, the default concurrency)"),
@@ -667,6 +694,12 @@ def main(argv: list[str] | None = None) -> int:
         default="journal,rules,fake",
         help="comma-separated groups or configurations: journal, rules, fake, or e.g. 'rules c1'",
     )
+    parser.add_argument(
+        "--observe-window",
+        default="",
+        help="comma-separated observe_window= values of the imports (default: the library's); several are"
+        " interleaved run by run",
+    )
     parser.add_argument("--profile", action="store_true", help="also profile one rules c1 import")
     parser.add_argument(
         "--out", type=Path, default=None, help="write the report here (full run: bench/RESULTS-import.md)"
@@ -681,6 +714,7 @@ def main(argv: list[str] | None = None) -> int:
         or args.configs != "journal,rules,fake"
         or args.embedder != "default"
         or args.encode != "library"
+        or args.observe_window
     )
     out = args.out or (Path(__file__).resolve().parent / "RESULTS-import.md" if default_out else None)
     configs: list[str] = []
@@ -702,7 +736,11 @@ def main(argv: list[str] | None = None) -> int:
     embedders = [
         (n, HashingEmbedder(256) if n == "hashing" else resolve_embedder(None if n == "default" else n)) for n in names
     ]
-    chosen = variants(configs, embedders, encodes)
+    try:
+        windows: list[int | None] = [int(w) for w in args.observe_window.split(",") if w.strip()] or [None]
+    except ValueError:
+        parser.error(f"--observe-window takes comma-separated integers, not {args.observe_window!r}")
+    chosen = variants(configs, embedders, encodes, windows)
     command = shlex.join(["python", "bench/import_history.py", *(sys.argv[1:] if argv is None else argv)])
     turns = sum(len(s["turns"]) for s in hist)
     print(f"import benchmark: {len(hist)} sessions, {turns} turns, {args.runs} runs, {len(chosen)} variants",

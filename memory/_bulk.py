@@ -2,10 +2,12 @@
 
 Per group (the sessions an import ends together): one read finds what an earlier run journaled (the
 resume); the turns not yet journaled are embedded in one batch and inserted if absent in one commit;
-the turns still to observe are observed concurrently (a shared semaphore bounds the model calls in
-flight); their working entries are written in one commit (each session's ranked in it) and their
-status in one more. Capture's per-turn path makes about three commits and five reads per turn; this
-one makes three commits and two reads per group of sessions.
+the turns still to observe are observed concurrently, by windows of consecutive turns of one session
+(one model call per window, :mod:`tiermem.prompts.observe_window`; a window that fails after its
+retries is observed turn by turn; a shared semaphore bounds the model calls in flight); their working
+entries are written in one commit (each session's ranked in it) and their status in one more.
+Capture's per-turn path makes about three commits and five reads per turn; this one makes three
+commits and two reads per group of sessions.
 
 Exactly once, as ``capture(at=)``: a turn is named by the same idempotency key (its messages and
 its time), so a rerun after a crash at any point, or a later ``capture(at=)`` of the same turn,
@@ -68,6 +70,14 @@ class Observer(Protocol):
     async def observations(
         self, turn: Turn, *, aliases: Mapping[str, str], known_subjects: Sequence[str]
     ) -> list[WorkingEntry]: ...
+
+    def windows(
+        self, turns: Sequence[Turn], *, size: int, aliases: Mapping[str, str], known_subjects: Sequence[str]
+    ) -> list[list[Turn]]: ...
+
+    async def window_observations(
+        self, turns: Sequence[Turn], *, aliases: Mapping[str, str], known_subjects: Sequence[str]
+    ) -> list[list[WorkingEntry]]: ...
 
 
 @dataclass(kw_only=True)
@@ -190,6 +200,25 @@ def _write(
     return len(failures)
 
 
+Outcome = list[WorkingEntry] | ModelError | EmbedderError
+"""A turn's entries, or why it could not be observed."""
+
+
+def _runs(turns: Mapping[str, Sequence[Turn]], todo: Sequence[Turn]) -> list[list[Turn]]:
+    """The turns to observe as runs of consecutive turns of one session: a turn observed already (or parked)
+    ends a run, so a window never shows the model two turns as neighbours that are not."""
+    wanted = {t.id for t in todo}
+    runs: list[list[Turn]] = []
+    for session in turns.values():
+        runs.append([])
+        for turn in session:
+            if turn.id in wanted:
+                runs[-1].append(turn)
+            elif runs[-1]:
+                runs.append([])
+    return [r for r in runs if r]
+
+
 async def import_sessions(
     observer: Observer,
     ctx: MemoryContext,
@@ -199,9 +228,11 @@ async def import_sessions(
     aliases: Mapping[str, str],
     known_subjects: Sequence[str],
     on_turn: Callable[[int], None],
+    window: int = 1,
 ) -> SessionsImport:
     """Journal, observe and write a group of one user's sessions (``ctx`` names the user); ``on_turn(n)`` as
-    ``n`` more turns are done. Turns an earlier run observed are skipped, its pending ones observed."""
+    ``n`` more turns are done. Turns an earlier run observed are skipped, its pending ones observed, by
+    windows of up to ``window`` consecutive pending turns of one session per model call."""
     async with AsyncExitStack() as stack:
         for sid in sorted(sessions):  # one order, as ``end_sessions`` takes them
             await stack.enter_async_context(observer.locks.session(ctx.model_copy(update={"session_id": sid})))
@@ -210,20 +241,37 @@ async def import_sessions(
         todo = [t for ts in result.turns.values() for t in ts if t.status == "pending" and not blocked(t, config)]
         on_turn(sum(len(h) for h in sessions.values()) - len(todo))
 
-        async def observe(turn: Turn) -> tuple[Turn, list[WorkingEntry] | ModelError | EmbedderError]:
+        async def one(turn: Turn) -> tuple[Turn, Outcome]:
             async with calls:
                 try:
                     return turn, await observer.observations(turn, aliases=aliases, known_subjects=known_subjects)
                 except (ModelError, EmbedderError) as exc:
                     return turn, exc
 
-        tasks = [asyncio.ensure_future(observe(t)) for t in todo]
-        outcomes: dict[str, list[WorkingEntry] | ModelError | EmbedderError] = {}
+        async def observe(turns: list[Turn]) -> list[tuple[Turn, Outcome]]:
+            if len(turns) == 1:
+                return [await one(turns[0])]
+            async with calls:
+                try:
+                    found = await observer.window_observations(turns, aliases=aliases, known_subjects=known_subjects)
+                    return [(turn, entries) for turn, entries in zip(turns, found, strict=True)]
+                except (ModelError, EmbedderError) as exc:
+                    # Its output was retried already: each turn alone now, failing (deferred) as capture's would.
+                    log.info("a window of %d turns failed (%s), observing them one by one: %s", len(turns),
+                             error_kind(exc), exc)  # fmt: skip
+            return list(await asyncio.gather(*(one(t) for t in turns)))
+
+        planned = [
+            w for run in _runs(result.turns, todo)
+            for w in observer.windows(run, size=window, aliases=aliases, known_subjects=known_subjects)
+        ]  # fmt: skip
+        tasks = [asyncio.ensure_future(observe(w)) for w in planned]
+        outcomes: dict[str, Outcome] = {}
         try:
             for next_done in asyncio.as_completed(tasks):
-                turn, outcome = await next_done
-                outcomes[turn.id] = outcome
-                on_turn(1)
+                done = await next_done
+                outcomes.update((turn.id, outcome) for turn, outcome in done)
+                on_turn(len(done))
         finally:
             for task in tasks:
                 task.cancel()  # model calls only: nothing half-written

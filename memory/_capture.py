@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tiermem.pipelines import StageModel, observe_turn
+from tiermem.pipelines import StageModel, observe_turn, observe_window, windows
 
 from ._background import BackgroundObserver
 from ._blocking import run_blocking
@@ -61,6 +61,11 @@ def _speaker(messages: Sequence[Message], aliases: Mapping[str, str]) -> str:
         return canonical_subject(name, aliases=aliases)
     except InvalidSubjectError:
         return "user"
+
+
+def _user_names(aliases: Mapping[str, str]) -> list[str]:
+    """The user's display names the observer is told, from the user's aliases."""
+    return [name.title() for name, subject in aliases.items() if subject == "user"]
 
 
 def turn_time(at: object) -> datetime | None:
@@ -177,11 +182,25 @@ class Capture:
         self, turn: Turn, *, aliases: Mapping[str, str], known_subjects: Sequence[str]
     ) -> list[WorkingEntry]:
         """The observer's entries for a journaled turn, written nowhere (an import writes a session's at once)."""
-        names = [name.title() for name, subject in aliases.items() if subject == "user"]
         observed = await observe_turn(
-            self.stages, turn=turn, user_names=names, aliases=aliases, known_subjects=known_subjects
+            self.stages, turn=turn, user_names=_user_names(aliases), aliases=aliases, known_subjects=known_subjects
         )
         return observed.entries
+
+    def windows(
+        self, turns: Sequence[Turn], *, size: int, aliases: Mapping[str, str], known_subjects: Sequence[str]
+    ) -> list[list[Turn]]:
+        """Consecutive turns of one session in the windows an import observes them by (see ``observe_window``)."""
+        return windows(self.stages, turns, size=size, user_names=_user_names(aliases), known_subjects=known_subjects)
+
+    async def window_observations(
+        self, turns: Sequence[Turn], *, aliases: Mapping[str, str], known_subjects: Sequence[str]
+    ) -> list[list[WorkingEntry]]:
+        """Each turn's entries from one observer call for the window ``turns``, written nowhere."""
+        observed = await observe_window(
+            self.stages, turns=turns, user_names=_user_names(aliases), aliases=aliases, known_subjects=known_subjects
+        )
+        return [o.entries for o in observed]
 
     async def observe(self, ctx: MemoryContext, turn: Turn) -> CaptureResult:
         """Observe a journaled turn once: callers at the same time share one model call.

@@ -40,7 +40,7 @@ from ._cli_output import (
 from ._cli_reembed import reembed_store
 from ._errors import ConfigurationError, InvalidArgumentError, StoreNotFoundError, TiermemError
 from ._governance import TIER_TABLES
-from ._history import HistoryProgress
+from ._history import MAX_OBSERVE_WINDOW, OBSERVE_WINDOW, HistoryProgress
 from ._records import MemoryContext, MemoryItem
 from ._store import stored_meta
 from ._system import MemorySystem, system
@@ -347,8 +347,10 @@ def _progress_bar(turns: int) -> Any:
 @_for_user(by_id=False)
 @click.argument("file", type=click.File(encoding="utf-8"))
 @click.option("--concurrency", type=click.IntRange(1, 64), default=4, show_default=True, help="sessions at once")
+@click.option("--observe-window", type=click.IntRange(1, MAX_OBSERVE_WINDOW), default=OBSERVE_WINDOW,
+              show_default=True, help="turns of a session per observer call (1: one per turn)")  # fmt: skip
 @click.option("--model", help="litellm model string or 'rules' [default: from the environment]")
-def import_history(who: MemoryContext, file: IO[str], concurrency: int, model: str | None) -> None:
+def import_history(who: MemoryContext, file: IO[str], concurrency: int, observe_window: int, model: str | None) -> None:
     """Feed past conversations (a JSON list, - for stdin) through the pipeline with their real dates.
 
     Each conversation is {"session_id": ..., "turns": [{"at": ISO time, "messages": [...]}]}.
@@ -367,7 +369,10 @@ def import_history(who: MemoryContext, file: IO[str], concurrency: int, model: s
                 bars.append(stack.enter_context(_progress_bar(p.turns_total)))
             bars[0].update(p.turns_done - bars[0].pos, current_item=p)
 
-        report = _run(mem.import_conversations(who, conversations, concurrency=concurrency, on_progress=progress))
+        imported = mem.import_conversations(
+            who, conversations, concurrency=concurrency, on_progress=progress, observe_window=observe_window
+        )
+        report = _run(imported)
     for error in report.errors:
         click.echo(f"tiermem: warning: {error}", err=True)
     _emit(report, history_text(report))

@@ -3,7 +3,8 @@
 Each turn is journaled with its own time, so every record derived from it (working entries, the
 episode, facts and their validity, decay) is dated by the history, not by the import. Sessions go,
 in order, by groups of four through the bulk path (:mod:`._bulk`: a few commits per group,
-observations concurrent, ``concurrency`` model calls in flight); each group ends in one
+observations concurrent, ``concurrency`` model calls in flight, each observing a window of up to
+``observe_window`` consecutive turns of one session); each group ends in one
 ``end_sessions`` (a few commits more) once the groups before it are consolidated, and every full
 batch of pending episodes is consolidated while later groups are still being observed, then the
 user is digested. Every step is idempotent and turns are named as ``capture(at=)`` names them, so an import
@@ -26,10 +27,22 @@ from ._results import ConsolidationResult, DigestResult, SessionResult
 from ._tiers import checked_context
 from ._transcripts import normalize_messages
 
-__all__ = ["Conversation", "HistoryProgress", "HistoryReport", "HistoryTurn", "import_conversations"]
+__all__ = [
+    "MAX_OBSERVE_WINDOW",
+    "OBSERVE_WINDOW",
+    "Conversation",
+    "HistoryProgress",
+    "HistoryReport",
+    "HistoryTurn",
+    "import_conversations",
+]
 
 BATCH = 4
 """Episodes per consolidation call (``consolidate``'s default batch)."""
+OBSERVE_WINDOW = 8
+"""Consecutive turns of one session per observer call, by default (as many as fit the model's input)."""
+MAX_OBSERVE_WINDOW = 32
+"""The largest window taken: past it, one answer would carry a long stretch of the conversation."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,11 +139,15 @@ async def import_conversations(
     concurrency: int = 8,
     on_progress: Callable[[HistoryProgress], None] | None = None,
     consolidate: bool = True,
+    observe_window: int = OBSERVE_WINDOW,
 ) -> HistoryReport:
     """Feed a user's past conversations through the pipeline; see the module docstring."""
     checked_context(ctx)
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise InvalidArgumentError(f"concurrency must be an int >= 1, not {concurrency!r}")
+    window = observe_window
+    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= MAX_OBSERVE_WINDOW:
+        raise InvalidArgumentError(f"observe_window must be an int from 1 to {MAX_OBSERVE_WINDOW}, not {window!r}")
     # The whole history is checked before the first turn is written.
     parsed = [_conversation(c, i, pipeline.keep_roles) for i, c in enumerate(conversations)]
     if len({c.session_id for c in parsed}) != len(parsed):
@@ -176,7 +193,7 @@ async def import_conversations(
         async with imports:  # the journal, observations and writes of a group, in a few commits
             imported = await import_sessions(
                 observer, ctx, {c.session_id: [(t.at, t.messages) for t in c.turns] for c in members},
-                calls=calls, aliases=aliases, known_subjects=known, on_turn=progress,
+                calls=calls, aliases=aliases, known_subjects=known, on_turn=progress, window=window,
             )  # fmt: skip
         report.turns += sum(len(c.turns) for c in members)
         report.duplicates += imported.duplicates

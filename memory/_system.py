@@ -32,7 +32,7 @@ from ._context import TokenCounter
 from ._embedders import Embedder
 from ._erasure import EraseReport, Erasure, ForgetReport
 from ._errors import ConfigurationError, InvalidArgumentError
-from ._history import Conversation, HistoryProgress, HistoryReport, import_conversations
+from ._history import OBSERVE_WINDOW, Conversation, HistoryProgress, HistoryReport, import_conversations
 from ._identity import fact_set_fingerprint
 from ._leases import Leases
 from ._options import (
@@ -304,6 +304,7 @@ class MemorySystem:
         concurrency: int = 8,
         on_progress: Callable[[HistoryProgress], None] | None = None,
         consolidate: bool = True,
+        observe_window: int = OBSERVE_WINDOW,
     ) -> HistoryReport:
         """Feed a user's past conversations through the pipeline with their real dates; resumable.
 
@@ -312,10 +313,16 @@ class MemorySystem:
         ``concurrency`` at a time with at most ``concurrency`` observer calls in flight; each is ended,
         the user's episodes consolidated as they come, then the user is digested. Run it again after a
         crash: turns already journaled are skipped.
+
+        ``observe_window``: consecutive turns of one session per observer call (1 to 32, default 8; as many
+        as fit the model's input, a turn too large for one call observed alone, in parts). Each observation
+        names its turn, and its entry is numbered, dated and attributed as if that turn had been observed
+        alone; 1 is one call per turn, as ``capture``. A window whose answer does not validate after its
+        retries is observed turn by turn. Raises InvalidArgumentError, before writing, for another value.
         """
         return await import_conversations(
             self, self._capture, ctx, conversations, concurrency=concurrency, on_progress=on_progress,
-            consolidate=consolidate,
+            consolidate=consolidate, observe_window=observe_window,
         )  # fmt: skip
 
     async def capture_from_items(

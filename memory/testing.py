@@ -12,6 +12,10 @@ is asked::
 
     fake = FunctionModel(answer)
 
+An import observes a window of consecutive turns per call (``observe_window.STAGE``); a FunctionModel answers
+such a call by asking its function once per turn, as the ``observe`` call of that turn alone, so a fake
+written for ``observe`` answers imports too (``split_windows=False`` hands the function the window call).
+
 A fake may have a context window: ``FunctionModel(answer, context_window=2000)`` tells litellm the model
 takes 2,000 input tokens and refuses any larger prompt with litellm's ``ContextWindowExceededError``, as a
 provider does; every request records its size (:attr:`RecordedCall.input_tokens`).
@@ -32,6 +36,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from tiermem.prompts import observe, observe_window
 
 from ._embedders import HashingEmbedder
 from ._errors import ModelError
@@ -117,6 +123,11 @@ class FunctionModel:
     declared_window: int | None = None
     """The window litellm is told (default: :attr:`context_window`), to play a provider that takes less than
     litellm believes."""
+    split_windows: bool = True
+    """Answer an ``observe_window`` call (an import observing several turns in one call) by calling
+    :attr:`function` once per turn of the window as the ``observe`` call that turn alone would be, so a
+    function written for ``observe`` answers imports too; the request is still one call. False: the function
+    gets the window call itself."""
 
     def __post_init__(self) -> None:
         declared = self.declared_window if self.declared_window is not None else self.context_window
@@ -141,14 +152,40 @@ class FunctionModel:
     async def _reply(self, messages: list[dict[str, Any]], call: StageCall[Any, Any] | None) -> str | dict[str, Any]:
         if call is None:
             raise ModelError(f"{self.name}: a FunctionModel answers stage calls only (LLM.structured without call=)")
+        if self.split_windows and call.stage is observe_window.STAGE:
+            return await self._window_reply(call.inputs)
+        return await self._call(messages, call)
+
+    async def _call(self, messages: list[dict[str, Any]], call: StageCall[Any, Any]) -> str | dict[str, Any]:
         reply = self.function(messages, call)
         if asyncio.iscoroutine(reply) or isinstance(reply, Awaitable):
             reply = await reply
         return reply
 
+    async def _window_reply(self, inputs: observe_window.Input) -> str | dict[str, Any]:
+        """The window's answer from the function's answer to each turn's ``observe`` call, each observation
+        numbered by its turn. A turn's answer that is not observations is the window's answer (it fails as
+        the turn's would)."""
+        found: list[Any] = []
+        for number, turn in enumerate(inputs.turns, start=1):
+            alone = observe.Input(
+                messages=turn.messages, user_names=inputs.user_names, known_subjects=inputs.known_subjects, now=turn.now
+            )
+            reply = await self._call(observe.STAGE.render(alone), observe.STAGE.call(alone))
+            try:
+                data = json.loads(reply) if isinstance(reply, str) else reply
+            except ValueError:
+                return reply
+            said = data.get("observations", []) if isinstance(data, dict) else None
+            if not isinstance(said, list):
+                return reply
+            found += [{**obs, "turn": number} if isinstance(obs, dict) else obs for obs in said]
+        return {"observations": found}
+
 
 class ScriptedModel(FunctionModel):
-    """Replies from a script, in order, whatever it is asked; raises when the script runs out. Records every call."""
+    """Replies from a script, in order, whatever it is asked (an ``observe_window`` call gets the next reply,
+    unsplit); raises when the script runs out. Records every call."""
 
     def __init__(self, replies: Sequence[str | dict[str, Any] | Exception], *, name: str | None = None) -> None:
         self._replies = list(replies)

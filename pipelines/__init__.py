@@ -11,6 +11,7 @@ from ._digester import write_digest
 from ._episodes import encode_session, session_parts
 from ._model import LLMStages, RulesStages, StageModel
 from ._observer import ObservedTurn, observe_turn, turn_parts
+from ._window import observe_window, windows
 
 __all__ = [
     "PROVISIONAL",
@@ -31,9 +32,11 @@ __all__ = [
     "fitted",
     "input_budget",
     "observe_turn",
+    "observe_window",
     "provisional_episode",
     "run_consolidation",
     "session_parts",
     "turn_parts",
+    "windows",
     "write_digest",
 ]

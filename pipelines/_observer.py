@@ -19,7 +19,7 @@ from tiermem.prompts import observe
 from ._budget import Budget, fitted
 from ._model import StageModel
 
-__all__ = ["MAX_PARTS", "ObservedTurn", "observe_turn", "turn_parts"]
+__all__ = ["MAX_PARTS", "ObservedTurn", "observe_turn", "observed_turn", "turn_parts"]
 
 MAX_PARTS = 8
 """At most this many observer calls for one turn; the middle of a longer turn is left out."""
@@ -66,7 +66,26 @@ async def observe_turn(
             if key not in seen:
                 seen.add(key)
                 observations.append(obs)
-    parts = {"parts": len(outputs)} if len(outputs) > 1 else {}
+    extra = {"parts": len(outputs)} if len(outputs) > 1 else {}
+    return observed_turn(turn, observations, aliases=aliases, model=model.name, version=observe.STAGE.version,
+                         extra=extra, parts=len(outputs))  # fmt: skip
+
+
+def observed_turn(
+    turn: Turn,
+    observations: Sequence[observe.Observation],
+    *,
+    aliases: Mapping[str, str],
+    model: str,
+    version: str,
+    extra: Mapping[str, object] | None = None,
+    parts: int = 1,
+) -> ObservedTurn:
+    """``turn``'s entries from its observations, in order: numbered per turn, dated and attributed to it.
+
+    An observation whose subject cannot be canonicalised is dropped and counted; the others keep their
+    position as their index, so an entry's id does not depend on its neighbours' subjects.
+    """
     entries: list[WorkingEntry] = []
     dropped = 0
     for index, obs in enumerate(observations):
@@ -91,10 +110,10 @@ async def observe_turn(
                 updated_at=turn.created_at,
                 provenance=(turn.id,),
                 keys=tuple(obs.keys),
-                metadata={"prompt_version": observe.STAGE.version, "model": model.name, **parts, **turn.metadata},
+                metadata={"prompt_version": version, "model": model, **(extra or {}), **turn.metadata},
             )
         )
-    return ObservedTurn(entries=entries, dropped=dropped, parts=len(outputs))
+    return ObservedTurn(entries=entries, dropped=dropped, parts=parts)
 
 
 def turn_parts(budget: Budget, inputs: observe.Input) -> list[observe.Input]:

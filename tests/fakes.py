@@ -14,7 +14,7 @@ from typing import Any
 from tiermem import MemoryContext
 from tiermem.memory._stage import Stage
 from tiermem.memory.testing import FunctionModel, RecordedCall, StageCall
-from tiermem.prompts import compact, consolidate, digest, encode_consolidate, encode_episode, observe
+from tiermem.prompts import compact, consolidate, digest, encode_consolidate, encode_episode, observe, observe_window
 
 __all__ = [
     "AnyCall",
@@ -39,6 +39,13 @@ def default_reply(call: AnyCall) -> dict[str, Any]:
     if isinstance(inputs, observe.Input):
         said = [m.content for m in inputs.messages if (m.name or m.role) == "user" and m.content]
         return {"observations": [{"subject": "user", "kind": "fact", "text": text, "salience": 0.6} for text in said]}
+    if isinstance(inputs, observe_window.Input):  # each turn as the observe answer above, numbered by its turn
+        said = [
+            (n, m.content) for n, t in enumerate(inputs.turns, 1) for m in t.messages if (m.name or m.role) == "user"
+        ]
+        observations = [{"subject": "user", "kind": "fact", "text": text, "salience": 0.6, "turn": n}
+                        for n, text in said if text]  # fmt: skip
+        return {"observations": observations}
     if isinstance(inputs, encode_episode.Input):
         summary = " ".join(e.text for e in inputs.entries) or "The user chatted."
         subjects = sorted({e.subject for e in inputs.entries} | {"user"})
@@ -73,7 +80,9 @@ def stage_model(
 ) -> FunctionModel:
     """A fake model answering every stage: ``replies[stage]`` when given, else :func:`default_reply`.
 
-    A reply may be a fixed dict or string, or a function of the messages and the stage call.
+    A reply may be a fixed dict or string, or a function of the messages and the stage call. An import's
+    ``observe_window`` call is answered turn by turn as ``observe`` calls (``FunctionModel.split_windows``)
+    unless ``replies`` names ``observe_window.STAGE``.
     """
     chosen = dict(replies or {})
 
@@ -83,7 +92,7 @@ def stage_model(
             return default_reply(call)
         return reply(messages, call) if callable(reply) else reply
 
-    return FunctionModel(function=answer, latency=latency)
+    return FunctionModel(function=answer, latency=latency, split_windows=observe_window.STAGE not in chosen)
 
 
 def calls_for(model: FunctionModel, stage: Stage[Any, Any]) -> list[RecordedCall]:

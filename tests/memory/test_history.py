@@ -15,7 +15,7 @@ from tiermem import HistoryProgress, InvalidArgumentError, MemoryContext, system
 from tiermem.memory._store import Where
 from tiermem.memory._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
-from tiermem.prompts import observe
+from tiermem.prompts import observe, observe_window
 
 # litellm lazily imports a module whose pydantic TypedDict warns on every model call (see test_capture_durability).
 pytestmark = pytest.mark.filterwarnings(r"ignore:Items? .* `ReadOnly` qualifier:UserWarning")
@@ -237,8 +237,10 @@ async def test_a_cancelled_import_leaves_no_write_behind(mem: MemorySystem) -> N
     assert {t.status for t in mem.store.query("turns", Where(eq={"user_id": "u-hist"}))} == {"observed"}
 
 
+@pytest.mark.parametrize(("window", "stage", "calls"), [(1, observe.STAGE, TURNS), (8, observe_window.STAGE, 5)],
+                         ids=["per-turn", "by-windows"])  # fmt: skip
 async def test_observer_calls_in_flight_stay_within_the_concurrency(
-    store_path: str, embedder: HashingEmbedder, clock: FrozenClock
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, window: int, stage: Any, calls: int
 ) -> None:
     flying, peaks = [0], [0]
 
@@ -249,13 +251,15 @@ async def test_observer_calls_in_flight_stay_within_the_concurrency(
         flying[0] -= 1
         return default_reply(call)
 
-    fake = stage_model({observe.STAGE: observed})  # type: ignore[dict-item]
+    fake = stage_model({stage: observed})
     mem = system(model=fake.model, store=store_path, embedder=embedder, clock=clock)
-    report = await mem.import_conversations(MemoryContext(user_id="u-hist"), _history(), concurrency=3)
+    ctx = MemoryContext(user_id="u-hist")
+    report = await mem.import_conversations(ctx, _history(), concurrency=3, observe_window=window)
 
     assert report.turns == TURNS and report.deferred == 0
-    assert len(calls_for(fake, observe.STAGE)) == TURNS
+    assert len(calls_for(fake, stage)) == calls  # a window per session: each has two turns
     assert 1 < peaks[0] <= 3
+    assert _census(mem, ctx)["working"] == TURNS
 
 
 async def test_turns_whose_observation_fails_wait_for_retry_pending(

@@ -15,7 +15,16 @@ from tiermem.memory._llm import LLM
 from tiermem.memory._stage import Stage
 from tiermem.memory.testing import FunctionModel, ScriptedModel
 from tiermem.pipelines import LLMStages, RulesStages, observe_turn
-from tiermem.prompts import STAGES, compact, consolidate, digest, encode_consolidate, encode_episode, observe
+from tiermem.prompts import (
+    STAGES,
+    compact,
+    consolidate,
+    digest,
+    encode_consolidate,
+    encode_episode,
+    observe,
+    observe_window,
+)
 
 # litellm builds a pydantic adapter for a TypedDict with ReadOnly items on its first completion.
 pytestmark = pytest.mark.filterwarnings(r"ignore:Items? .* `ReadOnly` qualifier:UserWarning")
@@ -35,6 +44,10 @@ EDGE = Edge(id="edge_1", namespace="default", user_id="u-1", source="user", rela
 
 INPUTS: dict[str, tuple[Stage[Any, Any], BaseModel]] = {
     "observe": (observe.STAGE, observe.Input(messages=list(TURN.messages), now=NOW)),
+    "observe_window": (
+        observe_window.STAGE,
+        observe_window.Input(turns=[observe_window.WindowTurn(messages=list(TURN.messages), now=NOW)] * 2),
+    ),
     "encode_episode": (
         encode_episode.STAGE,
         encode_episode.Input(entries=[ENTRY], turns=[TURN], started_at=NOW, ended_at=NOW),
@@ -91,7 +104,7 @@ async def test_fake_model_receives_the_stage_call(case: str) -> None:
         seen.append(call)
         return default_reply(call)
 
-    fake = FunctionModel(answer)
+    fake = FunctionModel(answer, split_windows=False)  # the window call itself, not its turns' observe calls
 
     output = await LLMStages(LLM(fake.model)).run(stage, inputs)
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 import tiermem.prompts as prompts
 from tiermem import Edge, Episode, Fact, Message, RelationsOptions, Turn, WorkingEntry
 from tiermem.memory._stage import Stage
-from tiermem.prompts import compact, consolidate, digest, encode_consolidate, encode_episode, observe
+from tiermem.prompts import compact, consolidate, digest, encode_consolidate, encode_episode, observe, observe_window
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 LATER = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
@@ -44,7 +44,7 @@ def _text(messages: list[dict[str, str]]) -> str:
     return "\n".join(m["content"] for m in messages)
 
 
-MODULES = [observe, encode_episode, consolidate, encode_consolidate, digest, compact]
+MODULES = [observe, observe_window, encode_episode, consolidate, encode_consolidate, digest, compact]
 
 
 def test_every_prompt_module_has_one_stage() -> None:
@@ -52,6 +52,7 @@ def test_every_prompt_module_has_one_stage() -> None:
     assert tuple(m.STAGE for m in MODULES) == prompts.STAGES
     assert {s.version for s in prompts.STAGES} == {
         "observe-v2",
+        "observe-window-v1",
         "encode-episode-v1",
         "consolidate-v2",
         "encode-consolidate-v1",
@@ -116,6 +117,55 @@ def test_observe_render_defaults_and_speaker_names() -> None:
 )
 def test_observe_output_schema(sample: dict[str, Any], valid: bool) -> None:
     _check(observe.Output, sample, valid)
+
+
+# -- observe_window -----------------------------------------------------------------------------
+
+
+def test_observe_window_render() -> None:
+    turns = [
+        observe_window.WindowTurn(messages=list(TURN.messages), now=NOW),
+        observe_window.WindowTurn(messages=[Message(role="user", content="She loves Lisbon.", name="Sam")], now=LATER),
+    ]
+
+    system, user = _render(observe_window, turns=turns, user_names=["Sam"], known_subjects=["user", "moni"])
+
+    assert 'never file a fact about Moni under "user"' in system["content"]
+    assert "display names: Sam" in system["content"] and "Known subjects so far: user, moni." in system["content"]
+    assert (
+        '"turn": 2 for\nTurn 2' in system["content"]
+        and "never name a turn that is not in the window" in system["content"]
+    )
+    assert user["content"] == (
+        "Turn 1 (at 2026-03-01T09:00:00+00:00):\nuser: My wife Moni is allergic to shellfish.\n"
+        "assistant: I'll remember that.\n\nTurn 2 (at 2026-03-01T09:30:00+00:00):\nSam: She loves Lisbon."
+    )
+
+
+def _window_obs(turn: int, text: str = MONI_FACT.text) -> dict[str, Any]:
+    return {"subject": "moni", "kind": "fact", "text": text, "salience": 0.9, "turn": turn}
+
+
+@pytest.mark.parametrize(
+    ("sample", "valid"),
+    [
+        ({"observations": [_window_obs(1), _window_obs(2)]}, True),
+        ({}, True),
+        ({"observations": [_window_obs(3)]}, False),
+        ({"observations": [_window_obs(0)]}, False),
+        ({"observations": [{**_window_obs(1), "turn": None}]}, False),
+        ({"observations": [_window_obs(1, f"Fact {i}.") for i in range(observe_window.MAX_PER_TURN + 1)]}, False),
+    ],
+    ids=["valid", "empty", "turn-past-the-window", "turn-zero", "no-turn", "too-many-for-one-turn"],
+)
+def test_observe_window_output_is_checked_against_its_window(sample: dict[str, Any], valid: bool) -> None:
+    inputs = observe_window.Input(turns=[observe_window.WindowTurn(messages=list(TURN.messages), now=NOW)] * 2)
+
+    output = observe_window.STAGE.output_for(inputs)
+
+    assert output is observe_window.sized(2) and issubclass(output, observe_window.Output)
+    assert output.model_json_schema()["$defs"]["Observation2"]["properties"]["turn"]["maximum"] == 2
+    _check(output, sample, valid)
 
 
 # -- encode_episode -----------------------------------------------------------------------------
