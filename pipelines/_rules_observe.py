@@ -1,0 +1,154 @@
+"""The rules model's observe stage: a turn's user messages as observations, each attributed to its subject.
+
+Part of the offline rules model (:mod:`tiermem.pipelines._rules`): pure Python, deterministic, no network.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from tiermem.memory._subjects import USER
+from tiermem.prompts import observe as observe_prompt
+
+from ._sentences import (
+    HEALTH,
+    MY_REL_START,
+    NAMED_REL_START,
+    REVEALS,
+    SECOND_PERSON,
+    STARTERS,
+    WORK,
+    content_words,
+    ensure_period,
+    has_first_person,
+    kind_of,
+    leading_name,
+    rewrite_first_person,
+    salience_of,
+    split_sentences,
+    strip_greeting,
+    subject_of,
+    user_aliases,
+)
+from ._updates import claims_of
+
+__all__ = ["lead_subject", "observe"]
+
+
+_MAX_OBSERVATIONS = 20
+
+
+def lead_subject(name: str, aliases: Mapping[str, str], known: set[str]) -> str | None:
+    """A known subject, or an organisation-like run of capitalised words ("Acme Corp").
+
+    A single unknown capitalised word is not enough: every sentence starts with one ("Painting ...").
+    """
+    full, first = subject_of(name, aliases), subject_of(name.split()[0], aliases)
+    for candidate in (full, first):
+        if candidate is not None and (candidate == USER or candidate in known):
+            return candidate
+    return full if len(name.split()) > 1 else None
+
+
+def _whose(holder: str | None, speaker: str, owner: str, aliases: Mapping[str, str]) -> tuple[str, str] | None:
+    """(subject, how the text calls them) of the person a relative belongs to: "my" or "Moni's"."""
+    if holder is None:
+        return speaker, owner
+    subject = None if holder in STARTERS else subject_of(holder, aliases)
+    if subject is None:
+        return None
+    return subject, owner if subject == speaker else "the user" if subject == USER else holder
+
+
+def _relative(sentence: str, speaker: str, owner: str, aliases: Mapping[str, str]) -> tuple[str, str] | None:
+    """A sentence about a named relative, about that person: "My brother Tom ...", "Moni's brother Tom ..."."""
+    m = MY_REL_START.match(sentence) or NAMED_REL_START.match(sentence)
+    if m is None or m["name"].split()[0] in STARTERS or re.match(r"(?i)and (?:I|me)\b", m["rest"]):
+        return None
+    person = subject_of(m["name"].split()[0], aliases)
+    whose = _whose(m.groupdict().get("holder"), speaker, owner, aliases)
+    if person is None or whose is None or person in {speaker, whose[0]}:
+        return None
+    rel = f"{m['mod'] or ''}{m['rel']}".lower()
+    rest = rewrite_first_person(m["rest"], owner)
+    if m["poss"]:
+        return person, f"{whose[1]}'s {rel} {m['name']}'s {rest}"
+    if rest.strip(" .!?"):
+        return person, f"{m['name']}, {whose[1]}'s {rel}, {rest}"
+    return person, f"{m['name']} is {whose[1]}'s {rel}."
+
+
+def _attribute(sentence: str, speaker: str, owner: str, aliases: Mapping[str, str], known: set[str]) -> tuple[str, str]:
+    """(subject, third-person text) of one sentence said by ``speaker`` (called ``owner`` in text)."""
+    relative = _relative(sentence, speaker, owner, aliases)
+    if relative is not None:
+        return relative
+    lead = leading_name(sentence)
+    if lead is not None and (lead[1] or not has_first_person(sentence)):
+        subject = lead_subject(lead[0], aliases, known)
+        subject = subject_of(lead[0].split()[0], aliases) if subject is None and lead[1] else subject
+        if subject is not None:
+            return subject, rewrite_first_person(sentence, owner)
+    if has_first_person(sentence):
+        return speaker, rewrite_first_person(sentence, owner)
+    return speaker, f"{owner} said: {sentence}"
+
+
+def _speaker(name: str | None, aliases: Mapping[str, str]) -> tuple[str, str] | None:
+    """(subject, how the text calls them) for the author of a user message."""
+    if name is None or not name.strip():
+        return USER, "the user"
+    first = name.split()[0]
+    if " ".join(name.lower().split()) in aliases or first.lower() in aliases:
+        return USER, "the user"
+    subject = subject_of(first, aliases)
+    return None if subject is None else (subject, first[:1].upper() + first[1:])
+
+
+def _observe_sentence(
+    raw: str, speaker: tuple[str, str], aliases: Mapping[str, str], known: set[str], names: set[str]
+) -> observe_prompt.Observation | None:
+    sentence = strip_greeting(raw)
+    words = [w for w in content_words(sentence) if w not in names]  # "Agreed, Caroline!" is small talk
+    short = len(words) < 2 and not (HEALTH.search(sentence) or WORK.search(sentence))
+    if not words or (short and not claims_of(rewrite_first_person(sentence))):  # "I'm 34 now." is an update
+        return None
+    subject, owner = speaker
+    question = sentence.endswith("?")
+    if question and not REVEALS.search(sentence):
+        return None
+    if SECOND_PERSON.search(sentence) and not has_first_person(sentence):
+        return None  # about the listener ("You're so inspiring!"), not the speaker
+    if question:
+        text = f"{owner} asked: {rewrite_first_person(sentence, owner)}"
+    else:
+        subject, text = _attribute(sentence, subject, owner, aliases, known)
+    kind = kind_of(sentence)
+    salience = salience_of(sentence, kind, words)
+    text = ensure_period(text)
+    if len(text) > 1000:
+        text = text[:999].rsplit(" ", 1)[0] + "…"
+    return observe_prompt.Observation(
+        subject=subject, kind=kind, text=text, salience=min(salience, 0.5) if question else salience
+    )
+
+
+def observe(inputs: observe_prompt.Input) -> observe_prompt.Output:
+    """Observations from the user-role messages of one turn, attributed to their subjects."""
+    aliases = user_aliases(inputs.user_names)
+    known = set(inputs.known_subjects)
+    names = {n.lower() for m in inputs.messages if m.name for n in m.name.split()} | {n.split()[0] for n in aliases}
+    found: list[observe_prompt.Observation] = []
+    for message in inputs.messages:
+        speaker = _speaker(message.name, aliases) if message.role == "user" else None
+        if speaker is None:
+            continue
+        for raw in split_sentences(message.content):
+            obs = _observe_sentence(raw, speaker, aliases, known, names)
+            if obs is not None and all(o.text != obs.text for o in found):
+                found.append(obs)
+    if len(found) > _MAX_OBSERVATIONS:
+        keep = sorted(sorted(range(len(found)), key=lambda i: (-found[i].salience, i))[:_MAX_OBSERVATIONS])
+        found = [found[i] for i in keep]
+    return observe_prompt.Output(observations=found)
