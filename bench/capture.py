@@ -60,7 +60,7 @@ from pydantic import BaseModel
 
 from tiermem import Embedder, HashingEmbedder, MemoryContext, Turn, UsageLedger, system
 from tiermem.jobs._scheduler import DEFAULT_INTERVALS, JOBS
-from tiermem.memory._embedders import resolve_embedder
+from tiermem.memory._embedder_names import resolve_embedder
 from tiermem.memory._identity import turn_id
 from tiermem.memory._records import Message
 from tiermem.memory._stage import Stage

@@ -77,7 +77,7 @@ from _machine import cpu_name, package_version
 
 from tiermem import Embedder, HashingEmbedder, MemoryContext, Turn, system
 from tiermem.memory._capture import _speaker
-from tiermem.memory._embedders import resolve_embedder
+from tiermem.memory._embedder_names import resolve_embedder
 from tiermem.memory._identity import turn_id
 from tiermem.memory._records import Message
 from tiermem.memory._system import MemorySystem

@@ -59,7 +59,7 @@ from _locomo_data import CATEGORIES, Conversation, Question, load
 
 import tiermem as memory
 from tiermem import Embedder, MemoryContext
-from tiermem.memory._embedders import resolve_embedder
+from tiermem.memory._embedder_names import resolve_embedder
 from tiermem.memory._store import Where
 from tiermem.memory._text import STOP_WORDS, words
 from tiermem.memory.testing import FrozenClock, FunctionModel, Lexicon

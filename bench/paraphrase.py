@@ -56,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import cpu_name
 
 from tiermem import Fact, MemoryContext, create_memory_capability
-from tiermem.memory._embedders import resolve_embedder
+from tiermem.memory._embedder_names import resolve_embedder
 from tiermem.memory._text import STOP_WORDS, words
 from tiermem.memory._tiers import embedded_text
 from tiermem.memory.testing import FrozenClock, Lexicon

@@ -55,7 +55,7 @@ from _machine import cpu_name, package_version
 from _synthetic import fact_batches, queries
 
 import tiermem as memory
-from tiermem.memory._embedders import resolve_embedder
+from tiermem.memory._embedder_names import resolve_embedder
 from tiermem.memory._filters import fts_cue
 from tiermem.memory._recall import BACKGROUND
 from tiermem.memory._store import Store, Where, _fts_query

@@ -18,11 +18,13 @@ from typing import Any, Never, Protocol, runtime_checkable
 from ._blocking import Blocking, run_blocking
 from ._clock import Clock, SystemClock
 from ._context import TokenCounter, approx_tokens, render_context
-from ._embedders import Embedder, embedder_for_store, resolve_embedder
+from ._embedder_names import embedder_for_store, resolve_embedder
+from ._embedders import Embedder
 from ._errors import ConfigurationError, InvalidArgumentError
 from ._feedback import FeedbackReport, RecallResult, Receipts, apply_feedback
-from ._governance import Governance, MemoryPage, MemoryStats, MemoryVersion
+from ._governance import Governance
 from ._lineage import Lineage, checked_where
+from ._memory_views import MemoryPage, MemoryStats, MemoryVersion
 from ._options import (
     MEMORY_CAPABILITY_PRESETS,
     CapabilityPreset,

@@ -39,11 +39,11 @@ from ._cli_output import (
 )
 from ._cli_reembed import reembed_store
 from ._errors import ConfigurationError, InvalidArgumentError, StoreNotFoundError, TiermemError
-from ._governance import TIER_TABLES
 from ._history import MAX_OBSERVE_WINDOW, OBSERVE_WINDOW, HistoryProgress
 from ._records import MemoryContext, MemoryItem
 from ._store import stored_meta
 from ._system import MemorySystem, system
+from ._user_tables import TIER_TABLES
 
 __all__ = ["cli", "main"]
 

@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from ._erasure import ForgetReport
-from ._governance import MemoryStats, MemoryVersion
 from ._history import HistoryReport
+from ._memory_views import MemoryStats, MemoryVersion
 from ._records import MemoryContext, MemoryItem, RankedMemoryItem
 
 __all__ = [

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ._embedders import resolve_embedder
+from ._embedder_names import resolve_embedder
 from ._errors import ConfigurationError, StoreNotFoundError
 from ._store import REEMBEDDING, Store, stored_meta
 from ._tiers import embedded_text

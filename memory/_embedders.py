@@ -4,17 +4,17 @@ The default is all-MiniLM-L6-v2 exported to ONNX with int8 weights and shipped i
 (``minilm-onnx``: onnxruntime and tokenizers at run time, no torch, no network). The static
 model2vec distillation of the same model (``minilm-static``, the default before) still ships:
 stores written with it keep opening with it. ``bench/EMBEDDERS.md`` has the figures behind the
-choice; ``tiermem reembed`` moves a store from one embedder to another.
+choice; ``tiermem reembed`` moves a store from one embedder to another. Which embedder a name or
+a store's recorded id stands for is :mod:`._embedder_names`.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import threading
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -24,23 +24,13 @@ import numpy as np
 from ._errors import ConfigurationError, EmbedderError
 
 __all__ = [
-    "DEFAULT_EMBEDDER",
-    "SHIPPED_EMBEDDERS",
     "Embedder",
     "HashingEmbedder",
     "LiteLLMEmbedder",
     "OnnxEmbedder",
     "SentenceTransformerEmbedder",
     "StaticEmbedder",
-    "embedder_for_id",
-    "embedder_for_store",
-    "embedder_name",
-    "resolve_embedder",
 ]
-
-DEFAULT_EMBEDDER = "minilm-onnx"
-# Names resolve_embedder accepts for the embedders that ship in the package, no extra installs.
-SHIPPED_EMBEDDERS = ("minilm-onnx", "minilm-static", "hashing")
 
 
 @runtime_checkable
@@ -350,75 +340,3 @@ class LiteLLMEmbedder:
                 f"{self._model} returned shape {matrix.shape}, expected ({len(texts)}, {self._dimensions})"
             )
         return _normalise(matrix)
-
-
-def resolve_embedder(spec: Embedder | str | None, *, dimensions: int | None = None) -> Embedder:
-    """None -> the default (``minilm-onnx``); a shipped name (``minilm-onnx``, ``minilm-static``,
-    ``hashing``), ``sentence-transformers``; any other name is a litellm model (needs ``dimensions``)."""
-    if spec is None:
-        spec = DEFAULT_EMBEDDER
-    if isinstance(spec, str):
-        if spec == "minilm-onnx":
-            return OnnxEmbedder()
-        if spec == "minilm-static":
-            return StaticEmbedder()
-        if spec == "hashing":
-            return HashingEmbedder(dimensions or 256)
-        if spec in {"sentence-transformers", "local"}:
-            return SentenceTransformerEmbedder()
-        if dimensions is None:
-            raise ConfigurationError(f"embedder {spec!r} goes through litellm and needs embedder_dimensions=")
-        return LiteLLMEmbedder(spec, dimensions=dimensions)
-    if isinstance(spec, Embedder):
-        return spec
-    raise ConfigurationError(f"embedder must be an Embedder or a name, not {type(spec).__name__}")
-
-
-_HASHING_ID = re.compile(r"hashing-v1-(\d+)")
-# The ids the shipped embedders record in a store, and the names resolve_embedder takes for them.
-_SHIPPED_IDS = {"minilm-l6-onnx-int8-v1": "minilm-onnx", "minilm-static-v1": "minilm-static"}
-
-
-def embedder_name(embedder_id: str) -> str | None:
-    """The ``resolve_embedder`` name of a shipped embedder, from the id a store's meta records; else None."""
-    if embedder_id in _SHIPPED_IDS:
-        return _SHIPPED_IDS[embedder_id]
-    if embedder_id.startswith("sentence-transformers:"):
-        return "sentence-transformers"
-    if embedder_id.startswith("litellm:"):
-        return embedder_id.removeprefix("litellm:")
-    return "hashing" if _HASHING_ID.fullmatch(embedder_id) else None
-
-
-def embedder_for_id(embedder_id: str) -> Embedder | None:
-    """The shipped embedder whose ``id`` is ``embedder_id`` (as a store's meta records it), else None."""
-    if embedder_id in _SHIPPED_IDS:
-        return resolve_embedder(_SHIPPED_IDS[embedder_id])
-    match = _HASHING_ID.fullmatch(embedder_id)
-    if match and int(match.group(1)) >= 8:
-        return HashingEmbedder(int(match.group(1)))
-    return None
-
-
-def embedder_for_store(uri: str, *, storage_options: Mapping[str, str] | None = None) -> Embedder:
-    """For ``embedder=None``: the shipped embedder that made the store at ``uri``, else the default.
-
-    So a store made with an earlier default (``minilm-static``) keeps opening with it;
-    ``tiermem reembed`` moves it to the current default.
-    """
-    from ._store import stored_meta
-
-    made = stored_meta(uri, storage_options=storage_options).get("embedder_id")
-    own = embedder_for_id(made) if made else None
-    if own is None:
-        return resolve_embedder(None)
-    if own.id != resolve_embedder(None).id:
-        logging.getLogger("tiermem").info(
-            "store %s was made with the embedder %s; opening it with that one "
-            "(`tiermem reembed --store %s` moves it to the default, %s)",
-            uri,
-            made,
-            uri,
-            DEFAULT_EMBEDDER,
-        )
-    return own

@@ -20,10 +20,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._governance import MEMORY_TABLES, USER_TABLES, Governance, Record
+from ._governance import Governance, Record
 from ._records import Alias, Digest, Edge, Fact, MemoryContext
 from ._store import TableName, Where
 from ._tiers import checked_context, scope
+from ._user_tables import MEMORY_TABLES, USER_TABLES
 
 __all__ = ["DigestWriter", "EraseReport", "Erasure", "ForgetReport"]
 

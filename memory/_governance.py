@@ -5,33 +5,32 @@ its reads (``list``, ``get``, ``history``, ``subjects``, ``stats``) and the syst
 (``update``, ``pin``, ``unpin``). Forgetting and erasing live in ``_erasure``, export, import and
 fork in ``_portability``, both over this component. Every read and write is scoped by the context's
 namespace and user: an id of another user is not found, and nothing is written when an argument
-does not validate.
+does not validate. What the reads return is in ``_memory_views``, ``list``'s cursor in ``_paging``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypeAlias
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from ._clock import Clock
 from ._embedders import Embedder
 from ._errors import InvalidArgumentError, MemoryNotFoundError
 from ._identity import fact_id
 from ._lineage import Lineage, checked_where
+from ._memory_views import MemoryPage, MemoryStats, MemoryVersion
 from ._options import SemanticOptions, WorkingOptions
+from ._paging import checked_id, checked_strings, decode_cursor, encode_cursor
 from ._recall import to_memory_item
 from ._records import Digest, Edge, Episode, Fact, MemoryContext, MemoryItem, Tier, Turn, WorkingEntry
 from ._store import Store, TableName, Where
 from ._subjects import canonical_subject
 from ._tiers import checked_context, embedded_text, scope
+from ._user_tables import MEMORY_TABLES, TIER_TABLES
 
 __all__ = [
     "Governance",
@@ -44,91 +43,16 @@ __all__ = [
 
 Record: TypeAlias = WorkingEntry | Episode | Fact | Digest | Edge | Turn
 
-TIER_TABLES: dict[Tier, TableName] = {
-    "working": "working",
-    "episodic": "episodes",
-    "semantic": "facts",
-    "digest": "digests",
-    "relation": "edges",
-}
-USER_TABLES: tuple[TableName, ...] = ("working", "episodes", "facts", "digests", "edges", "turns", "aliases")
 # Where an id may live, guessed from its prefix first (ids are "<kind>_<digest>").
 _PREFIXES: dict[str, TableName] = {
     "fact": "facts", "wm": "working", "ep": "episodes", "digest": "digests", "edge": "edges", "turn": "turns",
     "alias": "aliases",
 }  # fmt: skip
-MEMORY_TABLES: tuple[TableName, ...] = ("facts", "working", "episodes", "digests", "edges", "turns")
 _MAX_TEXT = 8000
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class MemoryPage(_Frozen):
-    """One page of ``list``: memories oldest first, by ``(created_at, id)``."""
-
-    items: tuple[MemoryItem, ...] = Field(description="The memories of this page.")
-    next_cursor: str | None = Field(default=None, description="Pass it back for the next page; None at the end.")
-
-
-class MemoryVersion(_Frozen):
-    """One version of a memory in its supersession chain."""
-
-    item: MemoryItem = Field(description="The version as a memory item.")
-    status: str = Field(description="active, superseded, archived, ... as stored.")
-    valid_from: datetime | None = Field(default=None, description="Start of validity, when known.")
-    valid_to: datetime | None = Field(default=None, description="End of validity (set when superseded).")
-    superseded_by: str | None = Field(default=None, description="The version that replaced it.")
-    supersedes: tuple[str, ...] = Field(default=(), description="The versions it replaced.")
-    pinned: bool = Field(default=False, description="Pinned by the user.")
-    turns: tuple[Turn, ...] = Field(default=(), description="The captured turns behind this version.")
-    feedback: tuple[dict[str, Any], ...] = Field(
-        default=(), description="Recall feedback applied to this version, oldest first (see ``feedback``)."
-    )
-
-
-class MemoryStats(_Frozen):
-    """What one user's memory holds."""
-
-    counts: dict[str, dict[str, int]] = Field(description="Rows per tier (and turns, aliases) per status.")
-    pending: dict[str, int] = Field(description="Work not done yet: unobserved turns, unconsolidated episodes.")
-    bytes_on_disk: int | None = Field(description="Bytes of the whole store folder; None when not local.")
-
-
-def _checked_id(value: object) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > 256:
-        raise InvalidArgumentError("id must be a non-empty string of at most 256 characters")
-    return value
 
 
 def _about(record: Episode | Edge) -> tuple[str, ...]:
     return record.subjects if isinstance(record, Episode) else (record.source, record.target)
-
-
-def _strings(value: object, what: str) -> list[str]:
-    """One string or a list of strings, as a list."""
-    values = [value] if isinstance(value, str) else list(value) if isinstance(value, list | tuple) else None
-    if values is None or not all(isinstance(v, str) for v in values):
-        raise InvalidArgumentError(f"{what} must be a string or a list of strings")
-    return values
-
-
-def _encode_cursor(key: tuple[datetime, str]) -> str:
-    raw = json.dumps([key[0].isoformat(), key[1]]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        when, rid = json.loads(raw)
-        after = datetime.fromisoformat(when)
-        if after.tzinfo is None:
-            raise ValueError("naive time")
-        return after, _checked_id(rid)
-    except (ValueError, TypeError, binascii.Error, InvalidArgumentError) as exc:
-        raise InvalidArgumentError("cursor is not one returned by list()") from exc
 
 
 def carry_pins(facts: Sequence[Fact]) -> list[Fact]:
@@ -223,7 +147,7 @@ class Governance:
 
     def find(self, ctx: MemoryContext, rid: str, tables: Sequence[TableName] = MEMORY_TABLES) -> tuple[TableName, Any]:
         """The table and record of ``rid`` within the user's scope, or :class:`MemoryNotFoundError`."""
-        rid = _checked_id(rid)
+        rid = checked_id(rid)
         hint = _PREFIXES.get(rid.split("_", 1)[0])
         ordered = [t for t in tables if t == hint] + [t for t in tables if t != hint]
         for table in ordered:
@@ -251,12 +175,12 @@ class Governance:
         """The blocking body of ``list``; ``where`` filters on captured metadata (see :mod:`._lineage`)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidArgumentError("limit must be an integer between 1 and 1000")
-        tiers = list(TIER_TABLES) if tier is None else _strings(tier, "tier")
+        tiers = list(TIER_TABLES) if tier is None else checked_strings(tier, "tier")
         unknown = [t for t in tiers if t not in TIER_TABLES]
         if unknown or not tiers:
             raise InvalidArgumentError(f"unknown tiers {unknown}; choose from {list(TIER_TABLES)}")
-        statuses = None if status is None else _strings(status, "status")
-        after = _decode_cursor(cursor) if cursor is not None else None
+        statuses = None if status is None else checked_strings(status, "status")
+        after = decode_cursor(cursor) if cursor is not None else None
         matcher = checked_where(where)
         tables = [table for t, table in TIER_TABLES.items() if t in tiers]
         allowed = self.lineage.matching(ctx, matcher, tables) if matcher is not None else None
@@ -285,7 +209,7 @@ class Governance:
         for table, ids in by_table.items():
             records.update({r.id: r for r in self.store.get(table, Where(eq=scope(ctx)), ids)})
         items = tuple(self.item(records[rid]) for _, rid, _ in page if rid in records)
-        return MemoryPage(items=items, next_cursor=_encode_cursor(page[-1][:2]) if more and page else None)
+        return MemoryPage(items=items, next_cursor=encode_cursor(page[-1][:2]) if more and page else None)
 
     def get_sync(self, ctx: MemoryContext, rid: str) -> MemoryItem:
         """The blocking body of ``get``."""

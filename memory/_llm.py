@@ -2,8 +2,8 @@
 
 :class:`LLM` renders nothing itself: it takes messages and a pydantic output model, asks the
 model for JSON (schema-constrained where litellm says the model supports it, JSON mode plus the
-schema in the prompt otherwise), validates, retries with the validation error fed back, and
-records every call in a :class:`UsageLedger`.
+schema in the prompt otherwise; both from :mod:`._structured`), validates, retries with the
+validation error fed back, and records every call in a :class:`UsageLedger`.
 
 Errors: :func:`map_model_error` is the one place litellm's exceptions become tiermem's (see
 :mod:`tiermem.memory._errors` for the tree). Transient failures (timeouts, rate limits,
@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import json
 import logging
 import os
 import threading
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -57,7 +55,9 @@ from ._errors import (
     ModelTransientError,
     TiermemError,
 )
+from ._fingerprint import config_fingerprint
 from ._stage import StageCall
+from ._structured import schema_json, schema_prompt, strip_fences
 from ._usage import UsageLedger
 
 __all__ = [
@@ -66,7 +66,6 @@ __all__ = [
     "LLM",
     "FakeEmbedHandler",
     "FakeHandler",
-    "config_fingerprint",
     "context_window_exceeded",
     "embed_texts",
     "install_fake_embedder",
@@ -228,35 +227,7 @@ def _retry_delay(error: BaseException, attempt: int, num_retries: int, backoff: 
     return float(min(delay, 30.0))
 
 
-# -- configuration fingerprint -------------------------------------------------------------------
-
-# Environment settings that decide whether a provider accepts a call (keys, endpoints, projects).
-_PROVIDER_ENV_SUFFIXES = (
-    "_API_KEY",
-    "_API_BASE",
-    "_BASE_URL",
-    "_API_VERSION",
-    "_ACCESS_KEY_ID",
-    "_SECRET_ACCESS_KEY",
-    "_SESSION_TOKEN",
-    "_REGION_NAME",
-    "_PROFILE_NAME",
-    "_PROJECT",
-    "_LOCATION",
-    "_CREDENTIALS",
-)
-
-
-def config_fingerprint(model: str, settings: dict[str, Any] | None = None) -> str:
-    """``"<model>#<digest>"``: what a permanent failure happened under, to tell when it may be fixed.
-
-    The digest (SHA-256, 16 hex digits) covers ``settings`` and every provider setting in the
-    environment (``*_API_KEY``, ``*_API_BASE``, ...), so a new key, endpoint or model changes it.
-    Secrets enter only mixed into that one digest: no key, nor a hash of a key alone, is stored.
-    """
-    env = sorted((k, v) for k, v in os.environ.items() if k.endswith(_PROVIDER_ENV_SUFFIXES))
-    blob = json.dumps([model, settings or {}, env], sort_keys=True, default=str)
-    return f"{model}#{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+# -- token counts and the context window ---------------------------------------------------------
 
 
 def _tokenizer_flags() -> tuple[object, object]:
@@ -326,27 +297,6 @@ def _known_window(model: str) -> int | None:
     return int(window) if isinstance(window, int) and window > 0 else None
 
 
-# Per output class, the compact JSON schema and the pydantic core schema it was built from: building a
-# schema costs ~1 ms of event-loop CPU and every call needs it; a rebuilt class (``model_rebuild``) gets a
-# new core schema, so it is built afresh. Weak keys: classes made at run time are not kept alive.
-_SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], tuple[object, str]] = weakref.WeakKeyDictionary()
-
-
-def _schema_json(output: type[BaseModel]) -> str:
-    """``output``'s JSON schema, compact (``output.model_json_schema()``, built once per class)."""
-    core = output.__pydantic_core_schema__
-    cached = _SCHEMAS.get(output)
-    if cached is not None and cached[0] is core:
-        return cached[1]
-    text = json.dumps(output.model_json_schema(), separators=(",", ":"))
-    _SCHEMAS[output] = (core, text)
-    return text
-
-
-def _schema_prompt(output: type[BaseModel]) -> str:
-    return f"Reply with a single JSON object, no prose, matching this JSON schema:\n{_schema_json(output)}"
-
-
 class LLM:
     """Structured completions through litellm with retries, validation retries and a usage ledger.
 
@@ -405,7 +355,7 @@ class LLM:
         which is sent either way (in the prompt or as the response format).
         """
         window = self.context_window or DEFAULT_MAX_INPUT_TOKENS
-        schema = self.count_tokens(_schema_prompt(output))
+        schema = self.count_tokens(schema_prompt(output))
         return max(int(window * INPUT_SHARE) - schema, MIN_INPUT_BUDGET)
 
     def _response_format(self, output: type[BaseModel]) -> tuple[dict[str, Any], bool]:
@@ -416,7 +366,7 @@ class LLM:
             native = False
         if native:
             # A fresh dict each call, equal to model_json_schema()'s: litellm may rewrite it for a provider.
-            schema = {"name": output.__name__, "schema": json.loads(_schema_json(output)), "strict": False}
+            schema = {"name": output.__name__, "schema": json.loads(schema_json(output)), "strict": False}
             return {"type": "json_schema", "json_schema": schema}, False
         return {"type": "json_object"}, True
 
@@ -437,7 +387,7 @@ class LLM:
         response_format, schema_in_prompt = self._response_format(output)
         convo = [dict(m) for m in messages]
         if schema_in_prompt:
-            convo.append({"role": "system", "content": _schema_prompt(output)})
+            convo.append({"role": "system", "content": schema_prompt(output)})
         raw = ""
         attempts = 0
         last_error = ""
@@ -445,7 +395,7 @@ class LLM:
             attempts = attempt + 1
             raw = await self._complete(stage, convo, response_format, call)
             try:
-                return output.model_validate_json(_strip_fences(raw))
+                return output.model_validate_json(strip_fences(raw))
             except ValidationError as exc:
                 last_error = str(exc)
             log.debug("%s: output did not validate (attempt %d of %d)", stage, attempts, self.validation_retries + 1)
@@ -543,14 +493,6 @@ class LLM:
             completion_tokens,
         )
         return str(content)
-
-
-def _strip_fences(raw: str) -> str:
-    text = raw.strip()
-    if text.startswith("```"):
-        text = text.split("\n", 1)[1] if "\n" in text else ""
-        text = text.rsplit("```", 1)[0]
-    return text.strip()
 
 
 def embed_texts(

@@ -72,7 +72,7 @@ def mismatch(uri: str, key: str, stored: Mapping[str, str], wanted: Mapping[str,
             f"store {uri!r} is part-way through `tiermem reembed` to {made.removeprefix(REEMBEDDING)!r} "
             f"(interrupted?); run `tiermem reembed --store {uri}` again to finish it"
         )
-    from ._embedders import embedder_name  # here: the store layer does not otherwise know embedders
+    from ._embedder_names import embedder_name  # here: the store layer does not otherwise know embedders
 
     name = embedder_name(made)
     how = f"embedder={name!r}" if name else "the embedder that made it"

@@ -24,11 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._blocking import run_blocking
 from ._errors import InvalidArgumentError, InvalidSubjectError
-from ._governance import USER_TABLES
 from ._records import MemoryContext, MemoryItem
 from ._store import Where
 from ._subjects import MAX_SUBJECT_LENGTH, USER, canonical_subject
 from ._tools import MemoryTool
+from ._user_tables import USER_TABLES
 
 if TYPE_CHECKING:
     from ._capability import MemoryCapability

@@ -15,15 +15,8 @@ import pytest
 
 from tiermem import MemoryContext, StoreMismatchError, create_memory_capability
 from tiermem.memory._cli import main as cli_main
-from tiermem.memory._embedders import (
-    DEFAULT_EMBEDDER,
-    HashingEmbedder,
-    OnnxEmbedder,
-    StaticEmbedder,
-    embedder_for_id,
-    embedder_name,
-    resolve_embedder,
-)
+from tiermem.memory._embedder_names import DEFAULT_EMBEDDER, embedder_for_id, embedder_name, resolve_embedder
+from tiermem.memory._embedders import HashingEmbedder, OnnxEmbedder, StaticEmbedder
 from tiermem.memory._errors import ConfigurationError
 from tiermem.memory._store import REEMBEDDING, Store, Where, stored_meta
 

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from tests.fakes import default_reply
-from tiermem.memory import _llm
+from tiermem.memory import _llm, _structured
 from tiermem.memory._llm import LLM, message_tokens
 from tiermem.memory.testing import FunctionModel
 from tiermem.pipelines import LLMStages
@@ -31,19 +31,19 @@ def _fresh_schema(output: type[BaseModel]) -> str:
 @pytest.mark.parametrize("output", OUTPUTS, ids=lambda o: f"{o.__module__.rsplit('.', 1)[-1]}.{o.__name__}")
 def test_cached_schema_equals_the_freshly_built_one(output: type[BaseModel]) -> None:
     for _ in range(2):  # built, then cached
-        assert _llm._schema_json(output) == _fresh_schema(output)
-        assert _llm._schema_prompt(output).endswith("\n" + _fresh_schema(output))
+        assert _structured.schema_json(output) == _fresh_schema(output)
+        assert _structured.schema_prompt(output).endswith("\n" + _fresh_schema(output))
 
 
 def test_a_rebuilt_model_gets_its_schema_built_afresh() -> None:
     class Later(BaseModel):
         value: int
 
-    first = _llm._schema_json(Later)
+    first = _structured.schema_json(Later)
     Later.model_rebuild(force=True)  # a new core schema: the cached text is not trusted
-    assert _llm._SCHEMAS[Later][0] is not Later.__pydantic_core_schema__
-    assert _llm._schema_json(Later) == first == _fresh_schema(Later)
-    assert _llm._SCHEMAS[Later][0] is Later.__pydantic_core_schema__
+    assert _structured._SCHEMAS[Later][0] is not Later.__pydantic_core_schema__
+    assert _structured.schema_json(Later) == first == _fresh_schema(Later)
+    assert _structured._SCHEMAS[Later][0] is Later.__pydantic_core_schema__
 
 
 def test_native_response_format_is_a_fresh_copy_of_the_schema() -> None:
@@ -59,7 +59,7 @@ def test_native_response_format_is_a_fresh_copy_of_the_schema() -> None:
 def test_input_budget_is_unchanged_by_the_caches() -> None:
     llm = LLM("tiermem-fake/budget-check", max_input_tokens=128_000)
     for output in OUTPUTS:
-        schema_tokens = litellm.token_counter(model=llm.model, text=_llm._schema_prompt(output))
+        schema_tokens = litellm.token_counter(model=llm.model, text=_structured.schema_prompt(output))
         expected = max(int(128_000 * _llm.INPUT_SHARE) - schema_tokens, _llm.MIN_INPUT_BUDGET)
         assert llm.input_budget(output) == expected
         assert llm.input_budget(output) == expected

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tiermem import MemoryContext, MemoryItem, MemorySystem, RankedMemoryItem, RecallOptions, system
-from tiermem.memory._embedders import resolve_embedder
+from tiermem.memory._embedder_names import resolve_embedder
 from tiermem.memory._recall import PAST_WEIGHT, Candidate, rank
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 

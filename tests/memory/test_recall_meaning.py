@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tiermem import Fact, MemoryCapability, MemoryContext, create_memory_capability, system
-from tiermem.memory._embedders import resolve_embedder
+from tiermem.memory._embedder_names import resolve_embedder
 from tiermem.memory._relevance import calibration
 from tiermem.memory._text import STOP_WORDS, terms
 from tiermem.memory.testing import FrozenClock
