@@ -9,6 +9,7 @@ for _key in [k for k in os.environ if k.endswith("_API_KEY")]:
     del os.environ[_key]  # the rules model must be chosen, and no real provider reachable
 
 import socket
+import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +32,48 @@ def _guarded_connect(self: socket.socket, address: Any) -> Any:
     if isinstance(host, str) and host not in {"127.0.0.1", "::1", "localhost"} and not host.startswith("/"):
         raise RuntimeError(f"tests must not touch the network (tried {address!r})")
     return _real_connect(self, address)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist registers it too; here as well so `-p no:xdist` runs stay free of unknown-mark warnings
+    config.addinivalue_line("markers", "xdist_group(name): tests that must run on one pytest-xdist worker")
+
+
+_SHARED_SCOPES = frozenset({"module", "package", "session"})
+
+
+def _spawns_processes(item: pytest.Item) -> bool:
+    """Whether the test's module starts interpreters (``subprocess``, ``tests.subprocesses``, the fault scenarios)."""
+    module = getattr(item, "module", None)
+    return module is not None and any(
+        value is subprocess or getattr(value, "__module__", None) in _SPAWNING for value in vars(module).values()
+    )
+
+
+_SPAWNING = frozenset({"tests.subprocesses", "tests.faults.scenarios"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the marks into work units (`--dist loadgroup`)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Scheduling only; every test runs, unchanged.
+
+    - A module's tests stay on one xdist worker when they share a module- or session-scoped fixture
+      the module defines (a store built once, a wheel, the first-import interpreters), so it is built
+      once, as under `--dist loadfile`; every other test is scheduled on its own (`--dist loadgroup`).
+    - The modules that start interpreters (the slowest tests: fault injection, workers, MCP servers,
+      examples) come first, so that no long test starts last while the other workers have run dry.
+    """
+    items.sort(key=lambda item: not _spawns_processes(item))  # stable: collection order otherwise
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        for name in info.names_closure:
+            definitions = info.name2fixturedefs.get(name, ())
+            if definitions and definitions[-1].scope in _SHARED_SCOPES and definitions[-1].baseid == module:
+                item.add_marker(pytest.mark.xdist_group(module))
+                break
 
 
 @pytest.fixture(autouse=True)
