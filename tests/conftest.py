@@ -34,14 +34,6 @@ def _guarded_connect(self: socket.socket, address: Any) -> Any:
     return _real_connect(self, address)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # pytest-xdist registers it too; here as well so `-p no:xdist` runs stay free of unknown-mark warnings
-    config.addinivalue_line("markers", "xdist_group(name): tests that must run on one pytest-xdist worker")
-
-
-_SHARED_SCOPES = frozenset({"module", "package", "session"})
-
-
 def _spawns_processes(item: pytest.Item) -> bool:
     """Whether the test's module starts interpreters (``subprocess``, ``tests.subprocesses``, the fault scenarios)."""
     module = getattr(item, "module", None)
@@ -53,27 +45,11 @@ def _spawns_processes(item: pytest.Item) -> bool:
 _SPAWNING = frozenset({"tests.subprocesses", "tests.faults.scenarios"})
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the marks into work units (`--dist loadgroup`)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Scheduling only; every test runs, unchanged.
-
-    - A module's tests stay on one xdist worker when they share a module- or session-scoped fixture
-      the module defines (a store built once, a wheel, the first-import interpreters), so it is built
-      once, as under `--dist loadfile`; every other test is scheduled on its own (`--dist loadgroup`).
-    - The modules that start interpreters (the slowest tests: fault injection, workers, MCP servers,
-      examples) come first, so that no long test starts last while the other workers have run dry.
-    """
-    items.sort(key=lambda item: not _spawns_processes(item))  # stable: collection order otherwise
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        for name in info.names_closure:
-            definitions = info.name2fixturedefs.get(name, ())
-            if definitions and definitions[-1].scope in _SHARED_SCOPES and definitions[-1].baseid == module:
-                item.add_marker(pytest.mark.xdist_group(module))
-                break
+    """The modules that start interpreters (the slowest tests: fault injection, workers, MCP servers,
+    examples) come first, so that no long test starts last while the other workers have run dry.
+    Scheduling only (a stable sort, collection order otherwise): every test runs, unchanged."""
+    items.sort(key=lambda item: not _spawns_processes(item))
 
 
 @pytest.fixture(autouse=True)
