@@ -9,6 +9,7 @@ for _key in [k for k in os.environ if k.endswith("_API_KEY")]:
     del os.environ[_key]  # the rules model must be chosen, and no real provider reachable
 
 import socket
+import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +32,24 @@ def _guarded_connect(self: socket.socket, address: Any) -> Any:
     if isinstance(host, str) and host not in {"127.0.0.1", "::1", "localhost"} and not host.startswith("/"):
         raise RuntimeError(f"tests must not touch the network (tried {address!r})")
     return _real_connect(self, address)
+
+
+def _spawns_processes(item: pytest.Item) -> bool:
+    """Whether the test's module starts interpreters (``subprocess``, ``tests.subprocesses``, the fault scenarios)."""
+    module = getattr(item, "module", None)
+    return module is not None and any(
+        value is subprocess or getattr(value, "__module__", None) in _SPAWNING for value in vars(module).values()
+    )
+
+
+_SPAWNING = frozenset({"tests.subprocesses", "tests.faults.scenarios"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules that start interpreters (the slowest tests: fault injection, workers, MCP servers,
+    examples) come first, so that no long test starts last while the other workers have run dry.
+    Scheduling only (a stable sort, collection order otherwise): every test runs, unchanged."""
+    items.sort(key=lambda item: not _spawns_processes(item))
 
 
 @pytest.fixture(autouse=True)

@@ -51,11 +51,12 @@ async def test_kill_9_while_capturing_loses_and_doubles_nothing(tmp_path: Path) 
 
 
 async def test_two_processes_capturing_into_one_session_keep_every_turn(tmp_path: Path) -> None:
-    outcome = await two_writers(tmp_path, turns=100, seed=41)
+    outcome = await two_writers(tmp_path, turns=40, seed=41)
 
-    assert [p["captured"] for p in outcome.notes["processes"]] == [100, 100]
+    assert [p["captured"] for p in outcome.notes["processes"]] == [40, 40]
+    assert outcome.notes["writer switches"] >= 4  # the two journals interleave: the captures did race
     assert outcome.census.problems() == []  # seqs unique too
-    assert (outcome.census.rows["turns"], outcome.census.rows["episodes"]) == (200, 1)
+    assert (outcome.census.rows["turns"], outcome.census.rows["episodes"]) == (80, 1)
 
 
 async def test_two_workers_sharing_a_job_store_consolidate_each_episode_once(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from tiermem.memory.testing import FrozenClock, HashingEmbedder
 from tiermem.pipelines import LLMStages
 
 from .census import Census, Spec, take_census, workload
-from .model import Faults, TokenModel, read_log
+from .model import Faults, TokenModel, read_log, tokens_in
 
 __all__ = ["FAULTY", "Outcome", "build", "failing_model", "faulty", "kill_9", "two_workers", "two_writers"]
 
@@ -251,8 +252,13 @@ async def two_writers(folder: Path, *, turns: int, seed: int) -> Outcome:
     outputs = run_together(LAUNCH, [["capture", config] for config in configs], folder)
     reports = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
     specs = [s for group in groups for s in group]
+    writer = {s.token: i for i, group in enumerate(groups) for s in group}
+    journal = sorted(mem.store.query("turns", Where(eq={"session_id": "shared"})), key=lambda t: t.seq)
+    order = [writer[t] for turn in journal for t in tokens_in(m.content for m in turn.messages) if t in writer]
     await _end_and_consolidate(mem, specs)
-    outcome = Outcome(census=take_census(mem.store, specs), notes={"processes": reports})
+    # how often the session's seq order passes from one writer's turns to the other's: the captures raced
+    switches = sum(a != b for a, b in pairwise(order))
+    outcome = Outcome(census=take_census(mem.store, specs), notes={"processes": reports, "writer switches": switches})
     await _heal_and_retry(mem, fake, outcome)
     outcome.census = take_census(mem.store, specs)
     outcome.add_calls(read_log(folder / "calls.jsonl"))
