@@ -41,10 +41,7 @@ class Output(BaseModel):
     observations: list[Observation] = Field(default_factory=list, max_length=20)
 
 
-TEXT = """\
-You are the observer of a long-term memory system. Read one conversation turn and write down
-what is worth remembering about the people in it, one self-contained sentence per observation.
-
+OBSERVATION_RULES = """\
 Subject attribution: every observation has exactly one subject.
 - "user" is the primary user (also called by their display names: {user_names}).
 - Another person is their lowercase first name: "My wife Moni is allergic to shellfish."
@@ -61,8 +58,20 @@ kickboxing." -> keys ["martial arts", "sport", "exercise"]. Keys are searched, n
 
 Salience: 0.9 for lasting facts (health, family, work, strong preferences), 0.6 for plans and
 events, 0.3 for small talk. Skip greetings, thanks and the assistant's own suggestions.
+"""
+"""How observations are attributed, keyed and weighed: shared with the window observer (``observe_window``)."""
+
+TEXT = (
+    """\
+You are the observer of a long-term memory system. Read one conversation turn and write down
+what is worth remembering about the people in it, one self-contained sentence per observation.
+
+"""
+    + OBSERVATION_RULES
+    + """\
 Use the speaker's name when it is given. The turn happened at {now}.
 """
+)
 
 
 def _render(inputs: Input) -> ChatMessages:

@@ -83,7 +83,8 @@ def sized(turns: int) -> type[Output]:
     return cast(type[Output], model)
 
 
-TEXT = """\
+TEXT = (
+    """\
 You are the observer of a long-term memory system. Read a window of consecutive turns of one past
 conversation and write down what is worth remembering about the people in it, one self-contained
 sentence per observation. Give every observation the number of the turn that says it ("turn": 2 for
@@ -91,24 +92,12 @@ Turn 2). Earlier turns are context for later ones (who "she" is, what "it" refer
 observation belongs to the one turn that says it: do not repeat in a later turn what an earlier
 turn already said, and never name a turn that is not in the window.
 
-Subject attribution: every observation has exactly one subject.
-- "user" is the primary user (also called by their display names: {user_names}).
-- Another person is their lowercase first name: "My wife Moni is allergic to shellfish."
-  -> subject "moni", text "Moni, the user's wife, is allergic to shellfish." Keep the relation to
-  the user in the text; never file a fact about Moni under "user".
-- An organisation is its lowercase-hyphenated name: "I work at Acme Corp" -> subject "user"
-  (it is the user's job), and "Acme Corp is moving to Berlin" -> subject "acme-corp".
-Known subjects so far: {known_subjects}.
-
-Retrieval keys: give each observation up to {max_keys} "keys", short lowercase broader terms and
-synonyms a later question may use instead of its words, never words already in the text:
-"The user is allergic to peanuts." -> keys ["nuts", "food allergy", "health"]; "Moni does
-kickboxing." -> keys ["martial arts", "sport", "exercise"]. Keys are searched, never shown.
-
-Salience: 0.9 for lasting facts (health, family, work, strong preferences), 0.6 for plans and
-events, 0.3 for small talk. Skip greetings, thanks and the assistant's own suggestions.
+"""
+    + observe.OBSERVATION_RULES
+    + """\
 Use the speaker's name when it is given. Each turn says when it happened.
 """
+)
 
 
 def turn_block(number: int, turn: WindowTurn) -> str:
