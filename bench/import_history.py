@@ -49,6 +49,7 @@ import argparse
 import asyncio
 import concurrent.futures
 import cProfile
+import math
 import os
 import platform
 import pstats
@@ -62,7 +63,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -214,6 +215,8 @@ class RunResult:
     deferred: int = 0
     episodes: int = 0
     facts: int = 0
+    texts: int = 0  # texts the run embedded
+    embed_alone_s: float = 0.0  # the same embedding calls replayed alone, one after another, after the run
 
     @property
     def tps(self) -> float:
@@ -289,7 +292,41 @@ def _count_store_calls(mem: MemorySystem, result: RunResult) -> None:
     store.query = query  # type: ignore[method-assign]
 
 
+class _Recording:
+    """The run's embedder, keeping each call's texts so that they can be embedded again alone."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.calls = inner, list[list[str]]()
+
+    @property
+    def id(self) -> str:
+        return self.inner.id
+
+    @property
+    def dimensions(self) -> int:
+        return self.inner.dimensions
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.calls.append(list(texts))
+        return self.inner.embed(texts)
+
+    def replay(self) -> float:
+        """Seconds to make the same calls again, alone: the run's speed were all but embedding free."""
+        started = time.perf_counter()
+        for texts in self.calls:
+            self.inner.embed(texts)
+        return time.perf_counter() - started
+
+
 async def run_once(variant: Variant, hist: list[dict[str, Any]], speaker: str, folder: Path) -> RunResult:
+    recording = _Recording(variant.embedder)
+    result = await _run_once(replace(variant, embedder=recording), hist, speaker, folder)
+    result.texts = sum(len(c) for c in recording.calls)
+    result.embed_alone_s = await asyncio.to_thread(recording.replay)
+    return result
+
+
+async def _run_once(variant: Variant, hist: list[dict[str, Any]], speaker: str, folder: Path) -> RunResult:
     config = variant.config
     model: Any = "rules"
     if config.startswith("fake"):
@@ -569,15 +606,17 @@ def report(
         " `cN`: `concurrency=N` (sessions in bulk and observer calls in flight). `window=N`: `observe_window=N`"
         " (1: one observer call per turn; unset: the library default).",
         "",
-        f"| configuration | turns/s (end to end) | slowest - fastest run | x {BASELINE} | model calls / turn"
-        " | commits / turn | reads / turn | episodes | facts |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| configuration | turns/s (end to end) | slowest - fastest run | x {BASELINE} | texts embedded / turn"
+        " | embedding alone turns/s | model calls / turn | commits / turn | reads / turn | episodes | facts |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for config, rs in results.items():
         tps = _median(rs, lambda r: r.tps)
         spread = f"{min(r.tps for r in rs):,.1f} - {max(r.tps for r in rs):,.1f}"
         base = base_tps.get(by_label[config].embedder_name)
         ratio = f"{tps / base:.2f}" if base else "n/a"
+        texts = f"{_median(rs, lambda r: r.texts / r.turns):.2f}"
+        alone = f"{_median(rs, lambda r: r.turns / r.embed_alone_s if r.embed_alone_s else math.inf):,.1f}"
         commits = f"{_median(rs, lambda r: r.store_per_turn(COMMITS)):.2f}"
         reads = f"{_median(rs, lambda r: r.store_per_turn(READS)):.2f}"
         if by_label[config].journal:
@@ -588,10 +627,13 @@ def report(
                 f"{calls:.2f} | {commits} | {reads} | {int(_median(rs, lambda r: r.episodes))}"
                 f" | {int(_median(rs, lambda r: r.facts))}"
             )
-        lines.append(f"| {config} | {tps:,.1f} | {spread} | {ratio} | {rest} |")
+        lines.append(f"| {config} | {tps:,.1f} | {spread} | {ratio} | {texts} | {alone} | {rest} |")
     lines += [
         "",
-        "The rules model makes no model calls (its usage ledger stays empty).",
+        "The rules model makes no model calls (its usage ledger stays empty). *Embedding alone*: the run's"
+        " embedding calls (the same texts in the same batches) made again after it, one after another on an"
+        " otherwise idle process: the turns/s the run would reach were everything but embedding free, an upper"
+        " bound set by the embedder on this machine.",
         "",
         "## Where the wall time of an import goes (median seconds, summed over calls)",
         "",

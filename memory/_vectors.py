@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from ._lexical import FIELDS, LexicalIndex
+from ._products import similarities
 
-__all__ = ["COLUMNS", "VectorBlock", "VectorCache", "column_array", "similarities", "top_k"]
+__all__ = ["COLUMNS", "VectorBlock", "VectorCache", "column_array", "top_k"]
 
 COLUMNS = ("id", "session_id", "subject", "status", "record", *FIELDS)
 FILTERS = ("id", "session_id", "subject", "status")
@@ -37,15 +38,6 @@ _PARSED_FACTOR = 3
 # strings costs more than the vector product's share of a row.
 _MASKS = 8
 _MASK_VALUES = 64
-# Elements per matrix-vector product: OpenBLAS splits a bigger one across threads, and on a busy
-# machine waking them costs scheduler ticks (8 ms measured for 10k rows of 384) where one thread
-# takes 0.5 ms. Its threshold for sgemv is 115,200 x 4 = 460,800 elements (OpenBLAS 0.3.31): 2**19
-# was above it, so every chunk of 1,344 rows woke the threads (at load 9 on 2 cores: p50 22 ms,
-# p95 200 ms for 10k rows of 384; in chunks of 2**18, 1.3 ms and 10 ms). Chunks start on multiples of
-# _ROWS rows, where the kernel's row blocks start: a score does not depend on the chunk size (nor on
-# the cores, as one threaded product's split does).
-_PRODUCT = 2**18
-_ROWS = 64
 
 
 def column_array(name: str, values: Sequence[str | None]) -> np.ndarray:
@@ -255,13 +247,3 @@ def top_k(block: VectorBlock, vector: np.ndarray, keep: np.ndarray, limit: int) 
     best = np.argpartition(-scores, limit - 1)[:limit] if len(scores) > limit else np.arange(len(scores))
     best = best[np.argsort(-scores[best], kind="stable")]
     return [(int(b), float(scores[b])) for b in best]
-
-
-def similarities(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """``matrix @ vector`` in float32, in chunks small enough for one BLAS thread each (see ``_PRODUCT``)."""
-    query = vector.astype(np.float32)
-    out = np.empty(len(matrix), dtype=np.float32)
-    step = max(_ROWS, _PRODUCT // max(1, matrix.shape[1]) // _ROWS * _ROWS)
-    for start in range(0, len(matrix), step):
-        np.matmul(matrix[start : start + step], query, out=out[start : start + step])
-    return out

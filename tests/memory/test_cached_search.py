@@ -13,11 +13,11 @@ import pytest
 from lancedb.table import LanceTable
 
 from tiermem import HashingEmbedder, MemoryContext, create_memory_capability
-from tiermem.memory import _cached_search, _vectors
+from tiermem.memory import _cached_search, _products
 from tiermem.memory._cached_search import VersionWatch
+from tiermem.memory._products import similarities
 from tiermem.memory._records import Fact
 from tiermem.memory._store import Store, Where
-from tiermem.memory._vectors import similarities
 from tiermem.memory.testing import FrozenClock
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -201,7 +201,7 @@ def test_similarities_do_not_depend_on_the_chunk_size(monkeypatch: pytest.Monkey
     vector = rng.standard_normal(384)
     found = []
     for chunk_rows in (64, 1000, 1365):  # rounded down to multiples of 64 rows; 1365: the old default at 384
-        monkeypatch.setattr(_vectors, "_PRODUCT", chunk_rows * 384)
+        monkeypatch.setattr(_products, "PRODUCT", chunk_rows * 384)
         found.append(similarities(matrix, vector))
     assert all(np.array_equal(found[0], other) for other in found[1:])
     np.testing.assert_allclose(found[0], matrix @ vector.astype(np.float32), rtol=1e-5, atol=1e-5)
