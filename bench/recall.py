@@ -244,7 +244,8 @@ def user_matrix(store: Store, user_id: str) -> tuple[np.ndarray, list[str]]:
 
 
 # Elements per product in the chunked variant: below OpenBLAS's threading threshold for sgemv, so each
-# chunk runs on the calling thread (as recall's product does, memory/_vectors.py).
+# chunk runs on the calling thread (recall's chunks are the same size, shared with idle cores:
+# memory/_products.py).
 CHUNK = 2**18
 
 
@@ -585,7 +586,8 @@ def main(argv: list[str] | None = None) -> int:
         "numpy brute force (float32 matrix, `matrix @ q`, argpartition top-10, sorted); *hybrid*, cosine top-30 "
         "plus a BM25 top-30 (postings per term in a dict, numpy scoring, the project's tokenizer) merged: "
         "the candidate searches recall makes, without the store. The hybrid is timed with two products, "
-        "one threaded `matrix @ q` and single-threaded chunks below OpenBLAS's threading threshold (as recall's), "
+        "one threaded `matrix @ q` and single-threaded chunks below OpenBLAS's threading threshold (recall's are "
+        "the same, shared with idle cores), "
         "and each of its percentiles is the faster of the two. Ratios are search alone over the hybrid.",
         "",
         "| scenario | rows in store | user items | p50 ms | p95 ms | search alone p50 ms | search alone p95 ms "
