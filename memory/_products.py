@@ -8,8 +8,9 @@ computes its chunk and however the product is chunked.
 
 The caller computes chunks itself and offers the rest to helper threads (one per other core). A
 helper takes the next chunk nobody took; the caller waits only for chunks a helper already started,
-so a helper the scheduler never runs costs at most one chunk, and on an idle machine the product
-takes about 1/cores of the time. numpy's matmul releases the GIL, so the chunks really overlap.
+and not for long: past about two chunks' time it computes them itself. So a helper the scheduler
+never runs costs about one chunk, and on an idle machine the product takes about 1/cores of the time.
+numpy's matmul releases the GIL, so the chunks really overlap.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 
 import numpy as np
 
@@ -28,37 +30,63 @@ __all__ = ["PRODUCT", "ROWS", "similarities"]
 # 2**18, 1.3 ms and 10 ms).
 PRODUCT = 2**18
 ROWS = 64
+# Seconds added to the wait for helpers' chunks: a wake-up and a lock hand-over.
+_SLACK = 0.0002
 
 
 class _Product:
-    """One product's chunks, taken one at a time by the caller and any helper that gets to it."""
+    """One product's chunks, taken one at a time by the caller and any helper that gets to it.
+
+    A chunk is computed into its own buffer and copied in under the lock, once: a helper that the
+    scheduler stalled mid-chunk, and that the caller stopped waiting for, finds its chunk done and
+    never writes into scores already returned.
+    """
 
     def __init__(self, matrix: np.ndarray, query: np.ndarray, out: np.ndarray, step: int) -> None:
         self.matrix, self.query, self.out, self.step = matrix, query, out, step
         self.chunks = -(-len(matrix) // step)
         self.taken = 0
+        self.done = [False] * self.chunks
         self.finished = 0
         self.error: BaseException | None = None
         self.lock = threading.Lock()
         self.all_done = threading.Event()
 
-    def work(self) -> None:
-        """Compute chunks until none is left to take."""
+    def _compute(self, chunk: int) -> None:
+        start = chunk * self.step
+        try:
+            scores = np.matmul(self.matrix[start : start + self.step], self.query)
+        except BaseException as exc:  # reported by the caller, never lost in a helper
+            self.error, scores = exc, None
+        with self.lock:
+            if self.done[chunk]:
+                return
+            if scores is not None:
+                self.out[start : start + len(scores)] = scores
+            self.done[chunk] = True
+            self.finished += 1
+            if self.finished == self.chunks:
+                self.all_done.set()
+
+    def work(self) -> int:
+        """Compute chunks until none is left to take; returns how many this thread computed."""
+        computed = 0
         while True:
             with self.lock:
                 chunk = self.taken
                 if chunk >= self.chunks:
-                    return
+                    return computed
                 self.taken += 1
-            start = chunk * self.step
-            try:
-                np.matmul(self.matrix[start : start + self.step], self.query, out=self.out[start : start + self.step])
-            except BaseException as exc:  # reported by the caller, never lost in a helper
-                self.error = exc
-            with self.lock:
-                self.finished += 1
-                if self.finished == self.chunks:
-                    self.all_done.set()
+            self._compute(chunk)
+            computed += 1
+
+    def finish(self, patience: float) -> None:
+        """Wait up to ``patience`` seconds for the chunks helpers took, then compute the rest here."""
+        if self.all_done.wait(patience):
+            return
+        for chunk in range(self.chunks):
+            if not self.done[chunk]:
+                self._compute(chunk)
 
 
 class _Helpers:
@@ -106,9 +134,12 @@ def similarities(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     product = _Product(matrix, query, out, step)
     if product.chunks > 1:
         _HELPERS.offer(product)
-    product.work()
+    started = time.perf_counter()
+    mine = product.work()
     if product.chunks > 1:
-        product.all_done.wait()
+        # A helper's chunk takes about as long as one of ours; a helper the scheduler preempted takes far
+        # longer, and its chunks are computed again here rather than waited for.
+        product.finish(2 * (time.perf_counter() - started) / max(1, mine) + _SLACK)
     if product.error is not None:
         raise product.error
     return out

@@ -58,3 +58,32 @@ def test_a_failing_chunk_is_raised_to_the_caller() -> None:
     matrix, _ = _data(5_000)
     with pytest.raises(ValueError):
         similarities(matrix, np.ones(100))  # the wrong width: every chunk fails, the caller hears of it
+
+
+def test_a_stalled_helper_is_not_waited_for_and_never_writes_late(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A helper that takes a chunk and is then descheduled: the caller computes that chunk itself and
+    # returns; when the helper wakes, the chunk is done and the scores already returned stay as they are.
+    matrix, vector = _data(9_000)
+    wanted = similarities(matrix, vector)
+    taken, release, late = threading.Event(), threading.Event(), threading.Event()
+
+    def stalled_helper(product: _products._Product) -> None:
+        def run() -> None:
+            with product.lock:
+                chunk = product.taken
+                product.taken += 1
+            taken.set()
+            release.wait()
+            product._compute(chunk)
+            late.set()
+
+        threading.Thread(target=run, daemon=True).start()
+        taken.wait()
+
+    monkeypatch.setattr(_products._HELPERS, "offer", stalled_helper)
+    found = similarities(matrix, vector)
+    assert np.array_equal(found, wanted)
+    found[:] = -1.0  # the caller's to change, as top_k does
+    release.set()
+    assert late.wait(10)
+    assert np.all(found == -1.0)
