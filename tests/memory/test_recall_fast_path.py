@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tiermem import HashingEmbedder, MemoryContext, create_memory_capability
-from tiermem.memory import _vectors
+from tiermem.memory import _products, _vectors
 from tiermem.memory._recall import _built
 from tiermem.memory._records import Fact, MemoryItem, RankedMemoryItem
 from tiermem.memory._store import Store, Where
@@ -178,6 +178,6 @@ def test_masks_follow_writes(store_path: str, store: Store, writer: str) -> None
 
 @pytest.mark.parametrize("dims", [384, 768, 1024], ids=["384", "768", "1024"])
 def test_a_chunk_stays_under_the_blas_threading_threshold(dims: int) -> None:
-    # OpenBLAS runs an sgemv of fewer than 115,200 x 4 elements on the calling thread (see _PRODUCT).
-    step = max(_vectors._ROWS, _vectors._PRODUCT // dims // _vectors._ROWS * _vectors._ROWS)
+    # OpenBLAS runs an sgemv of fewer than 115,200 x 4 elements on the calling thread (see PRODUCT).
+    step = max(_products.ROWS, _products.PRODUCT // dims // _products.ROWS * _products.ROWS)
     assert step * dims < 115_200 * 4
