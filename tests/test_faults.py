@@ -31,12 +31,14 @@ pytestmark = pytest.mark.filterwarnings(r"ignore:Items? .* `ReadOnly` qualifier:
 
 
 async def test_a_failing_model_loses_and_doubles_nothing(tmp_path: Path) -> None:
-    outcome = await failing_model(tmp_path, users=3, sessions=5, turns=10, seed=11)  # 150 turns
+    # 48 turns: at this seed the faults still reach every stage (observe: error and invalid; the
+    # consolidation call: an error) and retry_pending() heals turns and consolidations; bench/faults.py runs it large
+    outcome = await failing_model(tmp_path, users=2, sessions=3, turns=8, seed=11)
 
     assert outcome.notes["captures deferred"] > 0  # the faults did reach the pipeline
     assert {"error", "invalid"} <= set(outcome.calls["observe"])
     assert outcome.census.problems() == []
-    assert outcome.census.reached == dict.fromkeys(outcome.census.reached, 150)
+    assert outcome.census.reached == dict.fromkeys(outcome.census.reached, 48)
 
 
 async def test_kill_9_while_capturing_loses_and_doubles_nothing(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.prebuilt import prebuilt
 from tiermem import Fact, MemoryCapability, MemoryContext, create_memory_capability, system
 from tiermem.memory._embedder_names import resolve_embedder
 from tiermem.memory._relevance import calibration
@@ -129,12 +130,15 @@ def test_paraphrase_on_a_one_memory_store_is_not_hidden(small_stores: MemoryCapa
 
 @pytest.fixture(scope="module")
 def large_store(tmp_path_factory: pytest.TempPathFactory, default_embedder: Any) -> MemoryCapability:
-    """4,000 everyday memories of one user: every pair's memory and filler."""
-    mem = capability(tmp_path_factory.mktemp("large") / "store", default_embedder)
-    texts = [p["memory"] for p in PAIRS] + FILLER[: 4000 - len(PAIRS)]
-    write(mem, MemoryContext(user_id="large"), texts)
-    mem.store.optimize(cleanup_older_than=timedelta(0))
-    return mem
+    """4,000 everyday memories of one user: every pair's memory and filler (written once per session)."""
+
+    def write_large(folder: Path) -> None:
+        mem = capability(folder, default_embedder)
+        texts = [p["memory"] for p in PAIRS] + FILLER[: 4000 - len(PAIRS)]
+        write(mem, MemoryContext(user_id="large"), texts)
+        mem.store.optimize(cleanup_older_than=timedelta(0))
+
+    return capability(prebuilt(tmp_path_factory, "recall-meaning-large", write_large), default_embedder)
 
 
 @pytest.mark.parametrize("cue", UNRELATED, ids=[c[:40] for c in UNRELATED])

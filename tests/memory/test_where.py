@@ -8,6 +8,8 @@ facts) matches when any of its turns does; the digest never does.
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,19 +35,32 @@ TURNS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-@pytest.fixture
-async def mem(tmp_path: Path) -> MemorySystem:
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, datetime]:
+    """The store every test reads, written once per module: its folder and the clock's time after it."""
+    folder = tmp_path_factory.mktemp("where") / "store"
     clock = FrozenClock(datetime(2026, 3, 1, 9, 0, tzinfo=UTC))
-    mem = system(model="rules", store=str(tmp_path / "store"), embedder=HashingEmbedder(256), clock=clock)
-    session = CTX.model_copy(update={"session_id": "s-1"})
-    for text, metadata in TURNS:
-        await mem.capture(session, [{"role": "user", "content": text}], metadata=metadata)
-        clock.advance(timedelta(minutes=1))
-    await mem.end_session(session)
-    await mem.consolidate(CTX)
-    await mem.digest(CTX)
-    clock.advance(timedelta(days=1))
-    return mem
+
+    async def write() -> None:
+        mem = system(model="rules", store=str(folder), embedder=HashingEmbedder(256), clock=clock)
+        session = CTX.model_copy(update={"session_id": "s-1"})
+        for text, metadata in TURNS:
+            await mem.capture(session, [{"role": "user", "content": text}], metadata=metadata)
+            clock.advance(timedelta(minutes=1))
+        await mem.end_session(session)
+        await mem.consolidate(CTX)
+        await mem.digest(CTX)
+
+    asyncio.run(write())
+    return folder, clock.advance(timedelta(days=1))
+
+
+@pytest.fixture
+def mem(built: tuple[Path, datetime], tmp_path: Path) -> MemorySystem:
+    """A copy of the built store for each test (some write), opened a day after it was written."""
+    folder, now = built
+    shutil.copytree(folder, tmp_path / "store")
+    return system(model="rules", store=str(tmp_path / "store"), embedder=HashingEmbedder(256), clock=FrozenClock(now))
 
 
 def _turns(mem: MemorySystem) -> dict[str, Turn]:
