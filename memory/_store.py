@@ -42,7 +42,7 @@ from ._filters import MAX_FILTER_VALUE, Where, checked_column, fts_cue, sql_lite
 from ._lexical import query_terms
 from ._rows import SPECS, Hit, TableName, duplicate_losers, per_user, row, unique
 from ._store_errors import store_error_type
-from ._store_meta import REEMBEDDING, SCHEMA_VERSION, check_meta, meta_values, wanted_meta, width_mismatch
+from ._store_meta import REEMBEDDING, SCHEMA_VERSION, check_meta, settled_meta, stamp, wanted_meta, width_mismatch
 from ._text import FTS_CONFIG
 from ._vectors import COLUMNS, VectorBlock, VectorCache, column_array, top_k
 
@@ -198,43 +198,52 @@ class Store:
         if check_meta(self.uri, stored, wanted, tables=names & set(SPECS), create=self.create):
             self._retry("create the meta table", lambda: self._stamp_meta(wanted))
             with _engine_errors("read the meta table"):
-                stored = meta_values(self.uri, self._open("meta").to_arrow().to_pylist())
-            check_meta(self.uri, stored, wanted, tables=(), create=False)  # a racing opener may have stamped it
+                stored = self._settled_meta()
+            check_meta(self.uri, stored, wanted, tables=(), create=False)  # a racing opener may have made it
 
     def _listed_meta(self) -> dict[str, str]:
         """The meta table a listing showed; another process may be creating it, so wait for its first commit."""
         for wait in (0.05, 0.1, 0.2, 0.4, 0.8, 1.6):
             try:
-                return meta_values(self.uri, self._open("meta").to_arrow().to_pylist())
+                return self._settled_meta()
             except ValueError as exc:  # listed (its folder exists) but no version committed yet
                 if "not found" not in str(exc):
                     raise
                 time.sleep(wait)
-        return meta_values(self.uri, self._open("meta").to_arrow().to_pylist())
+        return self._settled_meta()
+
+    def _settled_meta(self) -> dict[str, str]:
+        """The meta table as all processes read it (:func:`settled_meta`); a writer repairs a clobbered one."""
+        values, clobbered = settled_meta(self.uri, *_meta_versions(self._db))
+        if clobbered and self.create:
+            log.info("store %s: a racing create overwrote its meta table; restoring it", self.uri)
+            self._set_meta(values)
+        return values
 
     def _stamp_meta(self, wanted: Mapping[str, str]) -> None:
         with _engine_errors("create the meta table"):
-            meta = self._db.create_table("meta", schema=_META_SCHEMA, exist_ok=True)
-            # Insert-if-absent on a primary key: of two processes creating one store, one stamps it.
-            meta.merge_insert("key").use_index(False).when_not_matched_insert_all().execute(
-                pa.Table.from_pylist([{"key": k, "value": v} for k, v in wanted.items()], schema=_META_SCHEMA)
-            )
+            rows = pa.Table.from_pylist(stamp(wanted), schema=_META_SCHEMA)
+            meta = self._db.create_table("meta", data=rows, exist_ok=True)  # created with its stamp, in version 1
+            if meta.count_rows() == 0:  # an empty one an older tiermem created, then died before stamping
+                meta.merge_insert("key").use_index(False).when_not_matched_insert_all().execute(rows)
 
     def meta(self) -> dict[str, str]:
-        """The store's meta table (schema version, embedder, recorded options)."""
+        """The store's meta table (schema version, embedder, store id, recorded options)."""
         with _engine_errors("read the meta table"):
-            return meta_values(self.uri, self._open("meta").to_arrow().to_pylist())
+            return self._settled_meta()
 
     def record_meta(self, key: str, value: str) -> str:
         """Record ``key`` once: the first writer's value stays (of two processes, one wins); returns what is stored."""
-        self._retry("record in the meta table", lambda: self._stamp_meta({key: value}))
+        self._set_meta({key: value}, keep=True)
         return self.meta().get(key, value)
 
-    def _set_meta(self, values: Mapping[str, str]) -> None:
+    def _set_meta(self, values: Mapping[str, str], *, keep: bool = False) -> None:
+        """Write ``values`` to the meta table; with ``keep`` only absent keys (insert-if-absent on the primary key)."""
+
         def write() -> None:
             with _engine_errors("update the meta table"):
                 merge = self._open("meta").merge_insert("key").use_index(False)
-                merge.when_matched_update_all().when_not_matched_insert_all().execute(
+                (merge if keep else merge.when_matched_update_all()).when_not_matched_insert_all().execute(
                     pa.Table.from_pylist([{"key": k, "value": v} for k, v in values.items()], schema=_META_SCHEMA)
                 )
 
@@ -897,14 +906,31 @@ def local_uri(uri: str) -> str:
 
 
 def stored_meta(uri: str, *, storage_options: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The meta table of the store at ``uri`` (schema_version, embedder_id, dimensions); {} if none yet."""
+    """The meta table of the store at ``uri`` (schema_version, embedder_id, dimensions, ...); {} if none yet."""
     uri = local_uri(uri)
     if "://" not in uri and not Path(uri).exists():
         return {}
     with _engine_errors("read the meta table"):
-        db = lancedb.connect(uri, storage_options=dict(storage_options or {}))
         try:
-            meta = db.open_table("meta")
+            versions = _meta_versions(lancedb.connect(uri, storage_options=dict(storage_options or {})))
         except (ValueError, FileNotFoundError):  # lancedb's "table not found"
             return {}
-        return {r["key"]: r["value"] for r in meta.to_arrow().to_pylist()}
+        return settled_meta(uri, *versions)[0]
+
+
+def _meta_versions(db: Any) -> tuple[int, Callable[[int], list[dict[str, str]] | None]]:
+    """The meta table's latest version and a reader of any version's rows (None for a cleaned-up one)."""
+    latest = (table := db.open_table("meta")).version
+    table.checkout(latest)  # its rows and number from one version, whatever commits meanwhile
+
+    def read(version: int) -> list[dict[str, str]] | None:
+        older = table if version == latest else db.open_table("meta")
+        try:
+            older.checkout(version)
+        except ValueError as exc:
+            if "no longer exists" in str(exc):
+                return None
+            raise
+        return cast(list[dict[str, str]], older.to_arrow().to_pylist())
+
+    return latest, read

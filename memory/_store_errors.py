@@ -13,7 +13,11 @@ from ._errors import StoreConflictError, StoreError, StoreNotFoundError, StoreUn
 
 __all__ = ["store_error_type"]
 
-_CONFLICT = re.compile(r"commit conflict|write contention|concurrent writers", re.IGNORECASE)
+# "incompatible with concurrent transaction": Lance would not rebase the write onto a commit that won (an
+# update onto another process's Overwrite); nothing was committed, so it is a lost race to retry like the rest.
+_CONFLICT = re.compile(
+    r"commit conflict|write contention|concurrent writers|incompatible with concurrent transaction", re.IGNORECASE
+)
 _NOT_FOUND = re.compile(r"was not found|not found:|no such file", re.IGNORECASE)
 _IO = re.compile(r"LanceError\(IO\)|object ?store|io error", re.IGNORECASE)
 

@@ -2,23 +2,69 @@
 
 The meta table pins the schema version and the embedder (id and dimensions) that wrote the vectors.
 The engine work (reading, creating, stamping it) is in :mod:`._store`; the decisions and messages are here.
+
+Creating a table is not atomic in Lance (lance#4451): a process that found no meta table, and whose create
+commits after another's, commits it as an Overwrite of whatever the table holds by then, stamps included.
+So each creation stamps a fresh ``store_id`` with its values, the creation that committed version 1 made
+the store, and :func:`settled_meta` reads the table as every process agrees (see there).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from ._errors import StoreMismatchError, StoreNotFoundError
 
-__all__ = ["REEMBEDDING", "SCHEMA_VERSION", "check_meta", "meta_values", "mismatch", "wanted_meta", "width_mismatch"]
+__all__ = [
+    "REEMBEDDING",
+    "SCHEMA_VERSION",
+    "STORE_ID",
+    "check_meta",
+    "meta_values",
+    "mismatch",
+    "settled_meta",
+    "stamp",
+    "wanted_meta",
+    "width_mismatch",
+]
 
 SCHEMA_VERSION = "2"
 # The meta table's embedder_id while ``tiermem reembed`` runs: no embedder opens a half-migrated store.
 REEMBEDDING = "reembedding:"
+# The meta key naming the creation that made the store; nothing rewrites it (stores made before it lack it).
+STORE_ID = "store_id"
 
 
 def wanted_meta(embedder_id: str, dimensions: int) -> dict[str, str]:
     return {"schema_version": SCHEMA_VERSION, "embedder_id": embedder_id, "dimensions": str(dimensions)}
+
+
+def stamp(wanted: Mapping[str, str]) -> list[dict[str, str]]:
+    """The rows a new meta table is created with: ``wanted`` and a store id of this creation's own."""
+    return [{"key": k, "value": v} for k, v in {**wanted, STORE_ID: uuid.uuid4().hex}.items()]
+
+
+def settled_meta(
+    uri: str, latest: int, read: Callable[[int], Sequence[Mapping[str, str]] | None]
+) -> tuple[dict[str, str], bool]:
+    """The meta table's values as every process reads them, and whether its latest version must be restored to them.
+
+    ``read(version)`` gives the rows of one version of the table (None if cleaned up); ``latest`` is the
+    newest. Version 1 is committed once, so its store id names the creation that made the store; a later
+    version with another store id (or none) is a racing create's Overwrite, and the store's values are those
+    of the newest version that still carries the store id of version 1. Versions are immutable, so every
+    process, whenever it reads, picks the same one.
+    """
+    values = meta_values(uri, read(latest) or [])
+    first = meta_values(uri, rows) if latest > 1 and (rows := read(1)) is not None else {}
+    made = first.get(STORE_ID)
+    if made is None or values.get(STORE_ID) == made:  # no race (or an older store, or history cleaned up)
+        return values, False
+    for version in range(latest - 1, 1, -1):
+        if (rows := read(version)) is not None and (older := meta_values(uri, rows)).get(STORE_ID) == made:
+            return older, True
+    return first, True
 
 
 def meta_values(uri: str, rows: Sequence[Mapping[str, str]]) -> dict[str, str]:

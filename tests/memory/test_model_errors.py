@@ -472,6 +472,14 @@ ENGINE_ERRORS: list[tuple[str, Exception, type[StoreError]]] = [
         StoreConflictError,
     ),
     ("retryable-conflict", OSError("Retryable commit conflict for version 3"), StoreConflictError),
+    (
+        "update-after-an-overwrite",
+        RuntimeError(
+            "lance error: Incompatible transaction: This Update transaction is incompatible with concurrent "
+            "transaction Overwrite at version 2."
+        ),
+        StoreConflictError,
+    ),
     ("table-not-found", ValueError("Table 'facts' was not found"), StoreNotFoundError),
     ("file-not-found", FileNotFoundError(2, "No such file or directory"), StoreNotFoundError),
     (

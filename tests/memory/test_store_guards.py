@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,10 +14,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from tests.object_storage import S3Store
 from tests.subprocesses import run_together
 from tiermem import ConfigurationError, StoreMismatchError, StoreNotFoundError
 from tiermem.memory._records import Fact
 from tiermem.memory._store import Store, Where, stored_meta
+from tiermem.memory._store_meta import STORE_ID, settled_meta, stamp, wanted_meta
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 SCOPE = {"namespace": "default", "user_id": "u-1"}
@@ -157,6 +160,100 @@ def test_processes_creating_one_store_with_different_embedders_leave_it_one_embe
     opened = [r["opened"] for r in results if "opened" in r]
     assert len(opened) == 1, results
     assert stored_meta(path)["embedder_id"] == opened[0]
+
+
+def test_threads_creating_one_store_with_different_embedders_leave_it_one_embedder(tmp_path: Path) -> None:
+    """Six at once, again and again: their creates overwrite each other's meta table often (lance#4451)."""
+    for attempt in range(12):
+        path = str(tmp_path / f"store-{attempt}")
+        outcomes = _open_at_once(path, [f"embedder-{i}" for i in range(6)])
+        opened = [e for e, outcome in outcomes.items() if outcome == "opened"]
+        assert len(opened) == 1 and set(outcomes.values()) == {"opened", "refused"}, (attempt, outcomes)
+        assert stored_meta(path)["embedder_id"] == opened[0]
+        assert Store(path, embedder_id=opened[0], dimensions=8).meta()["embedder_id"] == opened[0]
+
+
+def _open_at_once(path: str, embedder_ids: list[str]) -> dict[str, str]:
+    """Each embedder's outcome of opening ``path`` in its own thread, all released at one moment."""
+    outcomes: dict[str, str] = {}
+    start = threading.Barrier(len(embedder_ids))
+
+    def open_store(embedder_id: str) -> None:
+        start.wait()
+        try:
+            Store(path, embedder_id=embedder_id, dimensions=8)
+            outcomes[embedder_id] = "opened"
+        except StoreMismatchError:
+            outcomes[embedder_id] = "refused"
+        except Exception as exc:  # an engine error that escaped: a failure too, reported with the rest
+            outcomes[embedder_id] = f"{type(exc).__name__}: {exc}"
+
+    threads = [threading.Thread(target=open_store, args=(embedder_id,)) for embedder_id in embedder_ids]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+@pytest.mark.parametrize("late", ["empty", "stamped"], ids=["older-tiermem", "this-tiermem"])
+@pytest.mark.parametrize("where", ["local", "s3"], ids=["local", "s3"])
+def test_a_meta_table_a_racing_create_overwrote_keeps_the_first_creators_embedder(
+    late: str, where: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """What a process that found no meta table commits when its create lands second: an Overwrite (lance#4451)."""
+    if where == "s3":
+        s3: S3Store = request.getfixturevalue("s3_store")
+        uri, options = s3.uri, s3.storage_options
+    else:
+        uri, options = str(tmp_path / "store"), None
+    first = Store(uri, embedder_id="embedder-first", dimensions=8, storage_options=options)
+    made = first.meta()
+    db = lancedb.connect(uri, storage_options=options)
+    rows = [] if late == "empty" else stamp(wanted_meta("embedder-late", 8))
+    db.create_table("meta", pa.Table.from_pylist(rows, schema=db.open_table("meta").schema), mode="overwrite")
+
+    assert stored_meta(uri, storage_options=options) == made  # readers see through it
+    with pytest.raises(StoreMismatchError, match="embedder-first"):
+        Store(uri, embedder_id="embedder-late", dimensions=8, storage_options=options)
+    latest = {r["key"]: r["value"] for r in db.open_table("meta").to_arrow().to_pylist()}
+    assert latest == made  # and the refused writer restored it
+    assert Store(uri, embedder_id="embedder-first", dimensions=8, storage_options=options).meta() == made
+
+
+FIRST = {"embedder_id": "first", STORE_ID: "id-first"}
+LATE = {"embedder_id": "late", STORE_ID: "id-late"}
+HISTORIES: list[tuple[str, dict[int, dict[str, str]], dict[str, str], bool]] = [
+    ("one-version", {1: FIRST}, FIRST, False),
+    ("later-writes", {1: FIRST, 2: {**FIRST, "options": "o"}}, {**FIRST, "options": "o"}, False),
+    ("overwritten", {1: FIRST, 2: LATE}, FIRST, True),
+    ("overwritten-empty", {1: FIRST, 2: {}}, FIRST, True),
+    (
+        "overwritten-after-writes",
+        {1: FIRST, 2: {**FIRST, "options": "o"}, 3: LATE, 4: LATE},
+        {**FIRST, "options": "o"},
+        True,
+    ),
+    ("restored", {1: FIRST, 2: LATE, 3: FIRST}, FIRST, False),
+    ("versions-cleaned-up-between", {1: FIRST, 3: LATE}, FIRST, True),
+    ("first-version-cleaned-up", {5: LATE}, LATE, False),
+    (
+        "made-before-store-ids",
+        {1: {}, 2: {"embedder_id": "first"}, 3: {"embedder_id": "late"}},
+        {"embedder_id": "late"},
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(("history", "values", "restore"), [h[1:] for h in HISTORIES], ids=[h[0] for h in HISTORIES])
+def test_the_settled_meta_is_the_newest_version_of_the_creation_that_committed_version_1(
+    history: dict[int, dict[str, str]], values: dict[str, str], restore: bool
+) -> None:
+    def read(version: int) -> list[dict[str, str]] | None:
+        return [{"key": k, "value": v} for k, v in history[version].items()] if version in history else None
+
+    assert settled_meta("s", max(history), read) == (values, restore)
 
 
 def _together(
