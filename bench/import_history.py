@@ -584,9 +584,9 @@ def report(
         "",
         f"Workload: LoCoMo dev `conv-26`, {sessions} sessions, {turns} turns per run (each LoCoMo turn one turn,"
         " dated by its session), imported with `import_conversations` (the bulk path, by groups of 4 sessions in"
-        " order: per group one resume read, one journal commit, observations concurrent (one call per window of"
-        " consecutive turns of a session, `observe_window`), one entries commit, one"
-        " status commit, then one `end_sessions` (the group's leases in one commit each way, one read each of its"
+        " order: per group one resume read, observations concurrent (one call per window of consecutive turns of a"
+        " session, `observe_window`), one read for turns another writer journaled meanwhile, one entries commit,"
+        " one commit journaling the turns as observed, then one `end_sessions` (the group's leases in one commit each way, one read each of its"
         " turns, episodes and entries, its episodes in one commit, its closed entries in one); full batches of 4"
         " episodes consolidated as they come, then the rest consolidated and the user digested). Fresh LanceDB"
         f" store in a temporary folder per run; relations on. Medians of {runs} runs"

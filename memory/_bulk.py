@@ -1,20 +1,26 @@
 """The bulk path of an import: a group of past sessions journaled, observed and written in a few commits.
 
 Per group (the sessions an import ends together): one read finds what an earlier run journaled (the
-resume); the turns not yet journaled are embedded in one batch and inserted if absent in one commit;
-the turns still to observe are observed concurrently, by windows of consecutive turns of one session
-(one model call per window, :mod:`tiermem.prompts.observe_window`; a window that fails after its
-retries is observed turn by turn; a shared semaphore bounds the model calls in flight); their working
-entries are written in one commit (each session's ranked in it) and their status in one more.
-Capture's per-turn path makes about three commits and five reads per turn; this one makes three
-commits and two reads per group of sessions.
+resume); the turns still to observe are observed concurrently, by windows of consecutive turns of one
+session (one model call per window, :mod:`tiermem.prompts.observe_window`; a window that fails after
+its retries is observed turn by turn; a shared semaphore bounds the model calls in flight); their
+working entries are written in one commit (each session's ranked in it), then the turns, each as it
+now stands (observed, or pending with its error), in one more: the new ones inserted if absent, in
+one embedding batch. Capture's per-turn path makes about three commits and five reads per turn; this
+one makes two commits and two reads per group of sessions.
+
+An import journals a turn after observing it, not before as capture does: the history it reads is
+the journal, so a turn that dies with the process is not lost but imported again by the rerun, and
+the turn's row is written once, in its final state, instead of once pending and once observed.
 
 Exactly once, as ``capture(at=)``: a turn is named by the same idempotency key (its messages and
 its time), so a rerun after a crash at any point, or a later ``capture(at=)`` of the same turn,
 finds it. Entries are named by their turn and position, so observing a turn again (a crash after
-the entries, before the status) replaces them. Store work is never abandoned half-way: a cancelled
-import lets the worker thread's commit land before the cancellation goes on (:func:`settled`), so
-no commit of a dead import races the next run.
+the entries, before the turns) replaces them. A turn another writer journaled while this import was
+observing it keeps that writer's row, and the entries of this import's observation are not written
+(one more read per group, just before the entries). Store work is never abandoned half-way: a
+cancelled import lets the worker thread's commit land before the cancellation goes on
+(:func:`settled`), so no commit of a dead import races the next run.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
@@ -90,6 +96,8 @@ class SessionsImport:
     """Turns an earlier run (or a capture) had journaled: not journaled again."""
     deferred: int = 0
     """Turns whose observation failed: pending with their error, for ``retry_pending()``."""
+    new: set[str] = field(default_factory=set)
+    """Ids of the turns no store held at the resume: journaled (inserted if absent) after their observation."""
 
 
 async def settled(work: Awaitable[T]) -> T:
@@ -153,51 +161,61 @@ def _placed(
     return list(placed.values()), new, duplicates
 
 
-def _journal(observer: Observer, ctx: MemoryContext, sessions: Mapping[str, History]) -> SessionsImport:
-    """Journal the sessions' turns not journaled yet, in one read and one commit (blocking)."""
+def _resume(observer: Observer, ctx: MemoryContext, sessions: Mapping[str, History]) -> SessionsImport:
+    """The sessions' turns as they will stand, those an earlier run journaled read back in one read (blocking)."""
     tiers = observer.tiers
-    stored = tiers.sessions_turns(ctx, list(sessions))  # the resume: one read
+    stored = tiers.sessions_turns(ctx, list(sessions))
     aliases = tiers.aliases(ctx)
     result = SessionsImport(turns={})
-    new: list[Turn] = []
     for sid, history in sessions.items():
         sctx = ctx.model_copy(update={"session_id": sid})
         result.turns[sid], fresh, duplicates = _placed(observer, sctx, history, stored[sid], aliases)
-        new += fresh
+        result.new.update(t.id for t in fresh)
         result.duplicates += duplicates
-    if new and (written := tiers.journal_new(new)) < len(new):
-        # Another process journaled some of them first: its rows stand.
-        result.duplicates += len(new) - written
-        theirs = {t.id: t for t in tiers.store.get("turns", Where(eq=scope(ctx)), [t.id for t in new])}
-        result.turns = {sid: [theirs.get(t.id, t) for t in turns] for sid, turns in result.turns.items()}
     return result
 
 
 def _write(
     observer: Observer,
     ctx: MemoryContext,
+    result: SessionsImport,
     observed: Sequence[tuple[Turn, list[WorkingEntry]]],
     failed: Sequence[tuple[Turn, ModelError | EmbedderError]],
-) -> int:
-    """The sessions' entries in one commit, then their turns' status in one more (blocking); returns the
-    turns left pending. Entries first: a crash between the two leaves the turns pending, observed again."""
+) -> None:
+    """The sessions' entries in one commit, then their turns as they now stand in one more (blocking); updates
+    ``result`` (turns, duplicates, deferred). Entries first: a crash between the two leaves the turns to the
+    rerun (new ones) or pending (an earlier run's), observed again, their entries replaced."""
     tiers = observer.tiers
     config, now = model_config(observer.stages), observer.clock.now()
-    failures = list(failed)
+    where = Where(eq=scope(ctx))
+    # Journaled by another writer while this import observed them (a capture, another import): theirs stand.
+    new = [t.id for t, _ in [*observed, *failed] if t.id in result.new]
+    theirs = {t.id: t for t in tiers.store.get("turns", where, new)}
+    observed = [(t, entries) for t, entries in observed if t.id not in theirs]
+    failures = [(t, e) for t, e in failed if t.id not in theirs]
     try:
         # One write ranks each session's entries by decayed salience as turn-by-turn writes would: the ranking
         # (salience halving per turn of age) orders two entries alike whatever the current turn.
         tiers.add_working_entries(ctx, [e for _, entries in observed for e in entries])
-        tiers.put_turns([t.model_copy(update={**NO_ERROR, "status": "observed", "attempts": t.attempts + 1})
-                         for t, _ in observed])  # fmt: skip
+        done = [t.model_copy(update={**NO_ERROR, "status": "observed", "attempts": t.attempts + 1})
+                for t, _ in observed]  # fmt: skip
     except (ModelError, EmbedderError) as exc:  # the embedder: every turn of the sessions waits, as in capture
         failures += [(t, exc) for t, _ in observed]
+        done = []
+    waiting = [observer.retries.failed(t, e, config=config, now=now, parked_status="failed") for t, e in failures]
+    final = {t.id: t for t in done + waiting}
+    tiers.journal_many([t for i, t in final.items() if i not in result.new], replace=True)
+    fresh = [t for i, t in final.items() if i in result.new]
+    if fresh and tiers.journal_many(fresh) < len(fresh):  # another writer came first for some, just now
+        stored = {t.id: t for t in tiers.store.get("turns", where, [t.id for t in fresh])}
+        theirs.update((i, t) for i, t in stored.items() if t.model_dump_json() != final[i].model_dump_json())
+        failures = [(t, e) for t, e in failures if t.id not in theirs]
     for turn, error in failures:
-        tiers.journal(
-            observer.retries.failed(turn, error, config=config, now=now, parked_status="failed"), replace=True
-        )
         log.warning("turn %s journaled, observation deferred (%s failure): %s", turn.id, error_kind(error), error)
-    return len(failures)
+    final.update(theirs)
+    result.turns = {sid: [final.get(t.id, t) for t in turns] for sid, turns in result.turns.items()}
+    result.duplicates += len(theirs)
+    result.deferred = len(failures)
 
 
 Outcome = list[WorkingEntry] | ModelError | EmbedderError
@@ -230,13 +248,14 @@ async def import_sessions(
     on_turn: Callable[[int], None],
     window: int = 1,
 ) -> SessionsImport:
-    """Journal, observe and write a group of one user's sessions (``ctx`` names the user); ``on_turn(n)`` as
-    ``n`` more turns are done. Turns an earlier run observed are skipped, its pending ones observed, by
-    windows of up to ``window`` consecutive pending turns of one session per model call."""
+    """Observe a group of one user's sessions (``ctx`` names the user), then write their entries and journal
+    their turns; ``on_turn(n)`` as ``n`` more turns are done. Turns an earlier run observed are skipped, its
+    pending ones observed, by windows of up to ``window`` consecutive pending turns of one session per model call.
+    """
     async with AsyncExitStack() as stack:
         for sid in sorted(sessions):  # one order, as ``end_sessions`` takes them
             await stack.enter_async_context(observer.locks.session(ctx.model_copy(update={"session_id": sid})))
-        result = await settled(asyncio.to_thread(_journal, observer, ctx, sessions))
+        result = await settled(asyncio.to_thread(_resume, observer, ctx, sessions))
         config = model_config(observer.stages)
         todo = [t for ts in result.turns.values() for t in ts if t.status == "pending" and not blocked(t, config)]
         on_turn(sum(len(h) for h in sessions.values()) - len(todo))
@@ -279,5 +298,5 @@ async def import_sessions(
         observed = [(t, o) for t in todo if isinstance(o := outcomes[t.id], list)]
         failed = [(t, o) for t in todo if not isinstance(o := outcomes[t.id], list)]
         if todo:
-            result.deferred = await settled(asyncio.to_thread(_write, observer, ctx, observed, failed))
+            await settled(asyncio.to_thread(_write, observer, ctx, result, observed, failed))
     return result

@@ -196,14 +196,24 @@ class Tiers:
         return self.store.insert_absent("turns", [turn], vectors) == 1
 
     def journal_new(self, turns: Sequence[Turn]) -> int:
-        """Journal many turns in one commit and one embedding batch (an import), each only if its id is
-        absent, as :meth:`journal` does one; returns how many this call wrote.
-        """
+        """Journal many turns in one commit and one embedding batch, each only if its id is absent, as
+        :meth:`journal` does one; returns how many this call wrote."""
+        return self.journal_many(turns)
+
+    def journal_many(self, turns: Sequence[Turn], *, replace: bool = False) -> int:
+        """Journal turns in one commit and one embedding batch (an import): inserted if absent, or with
+        ``replace`` written as they are. An embedder failure writes zero vectors, as :meth:`journal`.
+        Returns how many this call wrote."""
+        if not turns:
+            return 0
         try:
             vectors = self.embed([embedded_text(t) for t in turns])
         except (EmbedderError, ModelError) as exc:
             log.warning("%d turns journaled without vectors (embedder failed: %s)", len(turns), exc)
             vectors = np.zeros((len(turns), self.embedder.dimensions), dtype=np.float32)
+        if replace:
+            self.store.upsert("turns", turns, vectors)
+            return len(turns)
         return self.store.insert_absent("turns", turns, vectors)
 
     def settle_seq(self, ctx: MemoryContext, turn: Turn) -> Turn:

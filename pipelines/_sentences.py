@@ -8,6 +8,7 @@ swaps pronouns and adds third-person verb endings, so every content word of a se
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from tiermem.memory._errors import InvalidSubjectError
@@ -60,6 +61,8 @@ _BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\s*\n+\s*")
 # Stop words plus the words of chat that carry no content ("great", "sounds"): one list, in
 # tiermem.memory._text, shared with recall and the benchmarks.
 STOPWORDS = STOP_WORDS | CHAT_WORDS
+_MEMO = 1 << 14
+"""Texts each memoised text function keeps (a few MB at most)."""
 
 _ADVERBS = _wordset(
     """really also just still always never usually often sometimes absolutely totally definitely actually
@@ -196,12 +199,24 @@ def content_words(text: str) -> list[str]:
 
 def normalise(text: str) -> list[str]:
     """Tokens for comparing facts: lowercase, without filler adverbs ("now", "still")."""
-    return [t for t in tokens(text) if t not in _ADVERBS]
+    return list(_normalised(text))
+
+
+# Memoised: consolidation compares every new sentence with each of the user's facts, so one fact's text is
+# tokenised once per sentence of a batch otherwise. Pure functions of the text, bounded.
+@lru_cache(maxsize=_MEMO)
+def _normalised(text: str) -> tuple[str, ...]:
+    return tuple(t for t in tokens(text) if t not in _ADVERBS)
+
+
+@lru_cache(maxsize=_MEMO)
+def _token_set(text: str) -> frozenset[str]:
+    return frozenset(_normalised(text))
 
 
 def jaccard(a: str, b: str) -> float:
     """Token-set Jaccard similarity of two texts (0 when both are empty)."""
-    sa, sb = set(normalise(a)), set(normalise(b))
+    sa, sb = _token_set(a), _token_set(b)
     return len(sa & sb) / len(sa | sb) if sa | sb else 0.0
 
 
@@ -312,6 +327,7 @@ def salience_of(sentence: str, kind: str, words: Sequence[str]) -> float:
     return 0.3 if len(words) < 2 else 0.4 if len(words) == 2 else 0.5
 
 
+@lru_cache(maxsize=_MEMO)
 def strip_apposition(text: str) -> str:
     """The sentence without its apposition: "Moni, the user's wife, is ..." -> "Moni is ..."."""
     return _BARE_APPOSITION.sub(r"\1 ", text)

@@ -60,6 +60,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from tiermem.memory._records import Fact
@@ -237,12 +238,19 @@ def claims_of(text: str) -> list[Claim]:
 
     "The user left Acme Corp" is a claim on both the residence and the employer (whichever it names).
     """
+    return list(_claims(text))
+
+
+# Memoised (claims are frozen): supersession reads the claims of every clause of each of the user's facts
+# for every new claim, so the same fact texts are parsed over and over in a batch.
+@lru_cache(maxsize=1 << 14)
+def _claims(text: str) -> tuple[Claim, ...]:
     text = re.sub(r"^[^:]{1,30}:\s+", "", text)  # "Big news: we moved ..."
     found: list[Claim] = []
     for i, clause in enumerate(_CLAUSES.split(text)):  # "The user is 35 and the user has two dogs."
         clause = clause if i == 0 else clause[:1].upper() + clause[1:]
         found += [c for c in _clause_claims(clause) if all(c.attribute != f.attribute for f in found)]
-    return found
+    return tuple(found)
 
 
 def _clause_claims(text: str) -> list[Claim]:

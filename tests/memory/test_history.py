@@ -127,6 +127,36 @@ async def test_an_import_over_captured_turns_skips_them(mem: MemorySystem) -> No
     assert _census(mem, ctx)["turns"] == TURNS
 
 
+async def test_a_turn_captured_while_the_import_observes_it_keeps_the_captures_row_and_entries(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock
+) -> None:
+    live = system(model="rules", store=store_path, embedder=embedder, clock=clock)  # another process, capturing
+    ctx = MemoryContext(user_id="u-hist")
+    first = _history()[0]
+    raced = first["turns"][0]
+
+    async def observed(messages: list[dict[str, Any]], call: AnyCall) -> dict[str, Any]:
+        said = [m.content for m in call.inputs.messages if m.role == "user"]
+        if said == [raced["messages"][0]["content"]]:  # the same turn, captured live while the import observes it
+            sctx = ctx.model_copy(update={"session_id": first["session_id"]})
+            await live.capture(sctx, raced["messages"], at=datetime.fromisoformat(raced["at"]))
+        return {"observations": [{"subject": "user", "kind": "fact", "text": f"Imported: {t}", "salience": 0.6}
+                                 for t in said]}  # fmt: skip
+
+    mem = system(model=stage_model({observe.STAGE: observed}).model, store=store_path, embedder=embedder, clock=clock)
+    report = await mem.import_conversations(ctx, _history(), observe_window=1)
+
+    where = Where(eq={"namespace": ctx.namespace, "user_id": ctx.user_id})
+    turns = {t.id: t for t in mem.store.query("turns", where)}
+    entries = mem.store.query("working", where)
+    (captured,) = [t for t in turns.values() if t.messages[0].content == raced["messages"][0]["content"]]
+    theirs = [e.text for e in entries if captured.id in e.provenance]
+    assert (report.turns, report.duplicates, report.deferred) == (TURNS, 1, 0)
+    assert len(turns) == TURNS and {t.status for t in turns.values()} == {"observed"}
+    assert theirs and not any(text.startswith("Imported:") for text in theirs)  # the capture's observation stands
+    assert sum(e.text.startswith("Imported:") for e in entries) == TURNS - 1
+
+
 def _crash_on_progress(at: int) -> Callable[[MemorySystem], Callable[[HistoryProgress], None] | None]:
     """The process dies at the ``at``-th progress report (the first comes before anything is written)."""
 
@@ -182,7 +212,7 @@ def _crash_in(method: str, call: int) -> Callable[[MemorySystem], None]:
         pytest.param(_crash_on_progress(2), id="after-the-first-journal"),
         pytest.param(_crash_on_progress(5), id="mid-observation"),
         pytest.param(_crash_in("add_working_entries", 2), id="after-entries-before-status"),
-        pytest.param(_crash_in("put_turns", 1), id="after-a-session-status"),
+        pytest.param(_crash_in("journal_many", 1), id="after-a-groups-turns"),
         pytest.param(_crash_in("end_sessions", 1), id="after-an-end"),
         pytest.param(_crash_in("consolidate", 1), id="after-the-first-consolidation"),
         pytest.param(_crash_in("digest", 1), id="after-the-digest"),
