@@ -161,11 +161,13 @@ def _placed(
     return list(placed.values()), new, duplicates
 
 
-def _resume(observer: Observer, ctx: MemoryContext, sessions: Mapping[str, History]) -> SessionsImport:
-    """The sessions' turns as they will stand, those an earlier run journaled read back in one read (blocking)."""
+def _resume(
+    observer: Observer, ctx: MemoryContext, sessions: Mapping[str, History], aliases: Mapping[str, str]
+) -> SessionsImport:
+    """The sessions' turns as they will stand, those an earlier run journaled read back in one read (blocking).
+    Speakers are attributed with the import's ``aliases``, as the observer reads them."""
     tiers = observer.tiers
     stored = tiers.sessions_turns(ctx, list(sessions))
-    aliases = tiers.aliases(ctx)
     result = SessionsImport(turns={})
     for sid, history in sessions.items():
         sctx = ctx.model_copy(update={"session_id": sid})
@@ -255,7 +257,7 @@ async def import_sessions(
     async with AsyncExitStack() as stack:
         for sid in sorted(sessions):  # one order, as ``end_sessions`` takes them
             await stack.enter_async_context(observer.locks.session(ctx.model_copy(update={"session_id": sid})))
-        result = await settled(asyncio.to_thread(_resume, observer, ctx, sessions))
+        result = await settled(asyncio.to_thread(_resume, observer, ctx, sessions, aliases))
         config = model_config(observer.stages)
         todo = [t for ts in result.turns.values() for t in ts if t.status == "pending" and not blocked(t, config)]
         on_turn(sum(len(h) for h in sessions.values()) - len(todo))
