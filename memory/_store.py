@@ -41,6 +41,7 @@ from ._errors import (
 from ._filters import MAX_FILTER_VALUE, Where, checked_column, fts_cue, sql_literal, sql_timestamp
 from ._lexical import query_terms
 from ._rows import SPECS, Hit, TableName, duplicate_losers, per_user, row, unique
+from ._store_creation import CREATED_BY, GONE, Stamp, clobbered, stamp_of, stamped
 from ._store_errors import store_error_type
 from ._store_meta import REEMBEDDING, SCHEMA_VERSION, check_meta, settled_meta, stamp, wanted_meta, width_mismatch
 from ._text import FTS_CONFIG
@@ -270,16 +271,19 @@ class Store:
                 continue
             with _engine_errors(f"read {name}"):
                 try:
-                    rows = self._open(name).to_arrow().select(["record"]).to_pylist()
+                    stored = self._open(name).to_arrow()
                 except (ValueError, FileNotFoundError):  # no such table yet
-                    rows = []
+                    stored = None
+            rows = [] if stored is None else stored.select(["record"]).to_pylist()
             records = self._records(name, rows)
             matrix = vectors(name, records) if records else np.zeros((0, dimensions), dtype=np.float32)
             if matrix.shape != (len(records), dimensions):
                 raise StoreMismatchError(
                     f"re-embedding {name}: vectors of shape {matrix.shape}, not ({len(records)}, {dimensions})"
                 )
-            data = pa.Table.from_pylist([row(r, matrix[i]) for i, r in enumerate(records)], schema=self._schema(name))
+            # Carry the table's creation on: a rewrite stamped otherwise would read as a racing create's.
+            schema = _stamp(self._schema(name), None if stored is None else stamp_of(stored.schema.field("id").metadata))
+            data = pa.Table.from_pylist([row(r, matrix[i]) for i, r in enumerate(records)], schema=schema)
 
             def rewrite(name: str = name, data: pa.Table = data) -> None:
                 with self._write_lock, _engine_errors(f"rewrite {name}"):
@@ -307,10 +311,7 @@ class Store:
                 if not self.create:  # read-only: an empty stand-in, looked for again on the next call
                     return lancedb.connect("memory://").create_table(name, schema=self._schema(name))
                 with self._write_lock:  # threads of this process creating it at once would conflict
-                    table = self._retry(
-                        f"create table {name}",
-                        lambda: self._db.create_table(name, schema=self._schema(name), exist_ok=True),
-                    )
+                    table = self._retry(f"create table {name}", lambda: self._create(name, self._schema(name)))
             schema = table.schema
         if set(schema.names) != set(self._schema(name).names):
             raise StoreMismatchError(
@@ -321,7 +322,44 @@ class Store:
         if width != self.dimensions and not self.embedder_id.startswith(REEMBEDDING):  # reembed rewrites them
             raise StoreMismatchError(width_mismatch(self.uri, name, width, self.dimensions))
         self._tables[name] = table
+        self._restore_overwritten(name, table)
         return table
+
+    def _create(self, name: str, schema: pa.Schema) -> Any:
+        """Create the table stamped with a creation of this process's own, or open it if it exists by now."""
+        try:
+            return self._db.create_table(name, schema=_stamp(schema), mode="create")
+        except ValueError as exc:  # "Table 'x' already exists": another process created it meanwhile
+            if "already exists" not in str(exc):
+                raise
+        return self._open(name)
+
+    def _restore_overwritten(self, name: str, table: Any) -> None:
+        """Bring back the rows a racing create's Overwrite hid, once (see :mod:`._store_creation`); writers only."""
+
+        def repair() -> bool:
+            with self._write_lock, _engine_errors(f"restore table {name}"):
+                history = self._open(name)
+                plan = clobbered(int(table.version), lambda version: _stamp_at(history, version))
+                if plan is None:
+                    return False
+                log.warning("store %s: a racing create overwrote %s; restoring %s", self.uri, name, plan.sources)
+                parts = [pa.Table.from_pylist([], schema=table.schema)]
+                for version in plan.sources:
+                    history.checkout(version)
+                    if history.schema.equals(table.schema, check_metadata=False):  # else rewritten, not raced
+                        parts.append(history.to_arrow().cast(table.schema))  # (an older tiermem's reembed)
+                rows = pa.concat_tables(parts)
+                rows = rows.take(unique(rows.column("id").to_pylist(), last=False))
+                if rows.num_rows:
+                    table.merge_insert("id").use_index(False).when_not_matched_insert_all().execute(rows)
+                table.update_field_metadata({"path": "id", "metadata": {CREATED_BY: plan.made}})
+                self._vectors.drop(name)
+                self._indexed.discard(name)
+                return name in SPECS and table.count_rows() > 0
+
+        if self.create and int(table.version) > 1 and self._retry(f"restore table {name}", repair):
+            self._ensure_indexes(name)
 
     def _keyed_table(self, name: str) -> Any:
         """The table, its ``id`` declared the primary key first (stores written before tiermem declared it).
@@ -479,6 +517,7 @@ class Store:
                     self._vectors.drop(name)
 
             try:
+                self._restore_overwritten(name, table)  # first: the versions compaction cleans up may hold rows
                 self._retry(f"compact {name}", compact)
             except StoreConflictError as exc:
                 log.warning("compaction of %s left for later: %s", name, exc)
@@ -726,6 +765,7 @@ class Store:
         versions: dict[str, int] = {}
         for name in SPECS:
             table = self._keyed_table(name)  # declaring the key also removes duplicate ids of an older store
+            self._restore_overwritten(name, table)  # first: the versions cleaned up may hold rows an Overwrite hid
             self._vectors.drop(name)
             with _engine_errors(f"count {name}"):
                 if table.count_rows() == 0:
@@ -800,10 +840,13 @@ class Store:
     def _leases(self) -> Any:
         if LEASES not in self._tables:
             with _engine_errors("open the leases table"):
-                self._tables[LEASES] = self._retry(
-                    "create the leases table",
-                    lambda: self._db.create_table(LEASES, schema=_LEASE_SCHEMA, exist_ok=True),
-                )
+                try:
+                    table = self._open(LEASES)
+                except (ValueError, FileNotFoundError):  # lancedb's "table not found"
+                    with self._write_lock:
+                        table = self._retry("create the leases table", lambda: self._create(LEASES, _LEASE_SCHEMA))
+            self._tables[LEASES] = table
+            self._restore_overwritten(LEASES, table)
         return self._tables[LEASES]
 
     def claim(
@@ -934,3 +977,20 @@ def _meta_versions(db: Any) -> tuple[int, Callable[[int], list[dict[str, str]] |
         return cast(list[dict[str, str]], older.to_arrow().to_pylist())
 
     return latest, read
+
+
+def _stamp(schema: pa.Schema, made: str | None = None) -> pa.Schema:
+    """``schema`` with its ``id`` field stamped with creation ``made`` (a fresh one if None)."""
+    field = schema.field("id")
+    return schema.set(schema.get_field_index("id"), field.with_metadata(stamped(field.metadata, made)))
+
+
+def _stamp_at(table: Any, version: int) -> Stamp:
+    """The creation stamped on one version of ``table`` (checked out there), GONE if cleaned up."""
+    try:
+        table.checkout(version)
+    except ValueError as exc:
+        if "no longer exists" in str(exc):
+            return GONE
+        raise
+    return stamp_of(table.schema.field("id").metadata)

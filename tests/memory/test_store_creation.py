@@ -24,10 +24,12 @@ from tests.object_storage import S3Store
 from tests.subprocesses import run_together
 from tiermem.memory._records import Alias, Fact
 from tiermem.memory._store import Store, Where
+from tiermem.memory._store_creation import CREATED_BY as CREATED_BY_KEY
+from tiermem.memory._store_creation import GONE, Stamp, clobbered
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 SCOPE = {"namespace": "default", "user_id": "u-1"}
-CREATED_BY = b"tiermem:created-by"
+CREATED_BY = CREATED_BY_KEY.encode()
 
 
 def _fact(fact_id: str, text: str = "A fact.") -> Fact:
@@ -115,3 +117,64 @@ def test_rows_a_racing_create_overwrote_come_back(
     reader = _store(uri, options, create=False)
     assert sorted(read(reader)) == ["r-1", "r-2", "r-3", "r-4"]
     assert lancedb.connect(uri, storage_options=options).open_table(name).count_rows() == 4  # none doubled
+
+
+def test_what_happened_after_the_overwrite_stays_and_the_repair_is_done_once(tmp_path: Path) -> None:
+    """Insert-if-absent on ``id``: a row written again since keeps its newer value, a deleted one stays deleted."""
+    uri = str(tmp_path / "store")
+    first = _store(uri, None)
+    first.upsert("facts", [_fact("r-1", "before"), _fact("r-2", "before")], np.ones((2, 8), dtype=np.float32))
+    _late_create(uri, None, "facts", stamped=True)
+    first.upsert("facts", [_fact("r-1", "after"), _fact("r-3", "after")], np.ones((2, 8), dtype=np.float32))
+    first.delete("facts", Where(eq={**SCOPE}, isin={"id": ["r-3"]}))
+    _late_create(uri, None, "facts", stamped=True)  # a third process's create, later still
+    _write_facts(first, ["r-4"])
+
+    repaired = _store(uri, None)
+    texts = {f.id: f.text for f in repaired.query("facts", Where(eq=SCOPE))}
+    assert texts == {"r-1": "after", "r-2": "before", "r-4": "A fact."}
+    repaired.delete("facts", Where(eq={**SCOPE}, isin={"id": ["r-2"]}))
+    again = _store(uri, None)  # repaired once: the next writer to open it restores nothing
+    assert sorted(_read_facts(again)) == ["r-1", "r-4"]
+    assert [h.record.id for h in again.lance_text_search("facts", "fact", Where(eq=SCOPE), limit=5)] == ["r-4"]  # indexed again
+
+
+@pytest.mark.parametrize("rewrite", ["reembed", "purge", "optimize"], ids=["reembed", "purge", "optimize"])
+def test_a_table_rewritten_on_purpose_is_not_taken_for_a_racing_create(rewrite: str, tmp_path: Path) -> None:
+    uri = str(tmp_path / "store")
+    store = _store(uri, None)
+    _write_facts(store, ["r-1", "r-2"])
+    store.delete("facts", Where(eq={**SCOPE}, isin={"id": ["r-2"]}))
+    if rewrite == "reembed":
+        store.reembed("other-embedder-4", 4, lambda _, records: np.ones((len(records), 4), dtype=np.float32))
+        reopened = Store(uri, embedder_id="other-embedder-4", dimensions=4)
+    else:
+        store.purge("facts") if rewrite == "purge" else store.optimize(cleanup_older_than=timedelta(0))
+        reopened = _store(uri, None)
+    assert _read_facts(reopened) == ["r-1"]  # r-2 is not brought back, and no row of an older width
+    assert lancedb.connect(uri).open_table("facts").count_rows() == 1
+
+
+A, B, C = "made", "late", "later"
+# (history: version -> stamp, what clobbered() returns: the stamp to put back and the versions to restore)
+HISTORIES: list[tuple[str, dict[int, Stamp], tuple[str, tuple[int, ...]] | None]] = [
+    ("one-version", {1: A}, None),
+    ("later-writes", {1: A, 2: A, 3: A}, None),
+    ("overwritten-empty", {1: A, 2: B}, (A, (1,))),
+    ("overwritten-after-writes", {1: A, 2: A, 3: B, 4: B}, (A, (2,))),
+    ("overwritten-twice", {1: A, 2: A, 3: B, 4: B, 5: C, 6: C}, (A, (4, 2))),
+    ("by-an-older-tiermem", {1: A, 2: A, 3: None}, (A, (2,))),
+    ("repaired", {1: A, 2: A, 3: B, 4: B, 5: A}, None),
+    ("overwritten-after-a-repair", {1: A, 2: A, 3: B, 4: A, 5: A, 6: C}, (A, (5,))),
+    ("versions-cleaned-up-between", {1: A, 4: B, 5: B}, (A, ())),
+    ("first-version-cleaned-up", {5: B, 6: B}, None),
+    ("made-before-stamps", {1: None, 2: None, 3: B}, None),
+]
+
+
+@pytest.mark.parametrize(("history", "repair"), [h[1:] for h in HISTORIES], ids=[h[0] for h in HISTORIES])
+def test_what_a_racing_create_overwrote_is_read_from_the_stamps(
+    history: dict[int, Stamp], repair: tuple[str, tuple[int, ...]] | None
+) -> None:
+    plan = clobbered(max(history), lambda version: history.get(version, GONE))
+    assert (None if plan is None else (plan.made, plan.sources)) == repair
