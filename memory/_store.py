@@ -282,7 +282,8 @@ class Store:
                     f"re-embedding {name}: vectors of shape {matrix.shape}, not ({len(records)}, {dimensions})"
                 )
             # Carry the table's creation on: a rewrite stamped otherwise would read as a racing create's.
-            schema = _stamp(self._schema(name), None if stored is None else stamp_of(stored.schema.field("id").metadata))
+            made = None if stored is None else stamp_of(stored.schema.field("id").metadata)
+            schema = _stamp(self._schema(name), made)
             data = pa.Table.from_pylist([row(r, matrix[i]) for i, r in enumerate(records)], schema=schema)
 
             def rewrite(name: str = name, data: pa.Table = data) -> None:
@@ -350,7 +351,7 @@ class Store:
                     if history.schema.equals(table.schema, check_metadata=False):  # else rewritten, not raced
                         parts.append(history.to_arrow().cast(table.schema))  # (an older tiermem's reembed)
                 rows = pa.concat_tables(parts)
-                rows = rows.take(unique(rows.column("id").to_pylist(), last=False))
+                rows = rows.take(pa.array(unique(rows.column("id").to_pylist(), last=False), type=pa.int64()))
                 if rows.num_rows:
                     table.merge_insert("id").use_index(False).when_not_matched_insert_all().execute(rows)
                 table.update_field_metadata({"path": "id", "metadata": {CREATED_BY: plan.made}})

@@ -17,7 +17,6 @@ from typing import Any
 
 import lancedb  # only to commit what a racing process's late create commits
 import numpy as np
-import pyarrow as pa
 import pytest
 
 from tests.object_storage import S3Store
@@ -136,7 +135,9 @@ def test_what_happened_after_the_overwrite_stays_and_the_repair_is_done_once(tmp
     repaired.delete("facts", Where(eq={**SCOPE}, isin={"id": ["r-2"]}))
     again = _store(uri, None)  # repaired once: the next writer to open it restores nothing
     assert sorted(_read_facts(again)) == ["r-1", "r-4"]
-    assert [h.record.id for h in again.lance_text_search("facts", "fact", Where(eq=SCOPE), limit=5)] == ["r-4"]  # indexed again
+    assert [h.record.id for h in again.lance_text_search("facts", "fact", Where(eq=SCOPE), limit=5)] == [
+        "r-4"
+    ]  # indexed again
 
 
 @pytest.mark.parametrize("rewrite", ["reembed", "purge", "optimize"], ids=["reembed", "purge", "optimize"])
@@ -178,3 +179,93 @@ def test_what_a_racing_create_overwrote_is_read_from_the_stamps(
 ) -> None:
     plan = clobbered(max(history), lambda version: history.get(version, GONE))
     assert (None if plan is None else (plan.made, plan.sources)) == repair
+
+
+OPENER = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from tests_race_writes import write_all
+
+    store_path, me, go = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    (go.parent / f"ready-{me}").touch()
+    while not go.exists():
+        time.sleep(0.001)
+    print(json.dumps(write_all(store_path, f"p{me}")))
+    """
+)
+WRITES = textwrap.dedent(
+    """
+    from datetime import UTC, datetime, timedelta
+    import numpy as np
+    from tiermem.memory._records import Alias, Fact
+    from tiermem.memory._store import Store
+
+    NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    SCOPE = {"namespace": "default", "user_id": "u-1"}
+
+    def write_all(uri, me, options=None):
+        # Open a brand-new store and write at once: each table is created by whoever gets there first.
+        store = Store(uri, embedder_id="hashing-v1-8", dimensions=8, storage_options=options)
+        ids = [f"{me}-{k}" for k in range(3)]
+        for i in ids:
+            fact = Fact(id=i, subject="user", text=i, created_at=NOW, updated_at=NOW, reinforced_at=NOW, **SCOPE)
+            store.upsert("facts", [fact], np.ones((1, 8), dtype=np.float32))
+            store.upsert("aliases", [Alias(id=i, name=i, subject="user", created_at=NOW, **SCOPE)])
+            store.claim(i, holder=me, token=me, expires_at=NOW + timedelta(days=1), now=NOW)
+        return ids
+    """
+)
+
+
+def _every_row(uri: str, options: dict[str, str] | None, ids: list[str]) -> dict[str, list[str]]:
+    """Per table, the ids written that it lacks, and (after a ``|``) how many rows it holds beyond them."""
+    store = _store(uri, options, create=False)
+    held = {"facts": _read_facts(store), "aliases": _read_aliases(store)}
+    held["leases"] = [i for i in ids if store.lease_row(i) is not None]
+    counts = {n: lancedb.connect(uri, storage_options=options).open_table(n).count_rows() for n in TABLES}
+    return {n: [*sorted(set(ids) - set(rows)), f"|{counts[n] - len(ids)}"] for n, rows in held.items()}
+
+
+def test_processes_opening_a_new_store_at_once_keep_every_row(tmp_path: Path) -> None:
+    (tmp_path / "tests_race_writes.py").write_text(WRITES)  # the processes run in tmp_path: importable there
+    uri = str(tmp_path / "store")
+    written = run_together(OPENER, [[uri] for _ in range(3)], tmp_path, env={"PYTHONPATH": str(tmp_path)})
+    ids = [i for out in written for i in json.loads(out.strip().splitlines()[-1])]
+    assert _every_row(uri, None, ids) == {n: ["|0"] for n in TABLES}
+
+
+@pytest.mark.parametrize("where", ["local", "s3"], ids=["local", "s3"])
+def test_threads_opening_a_new_store_at_once_keep_every_row(
+    where: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    namespace: dict[str, Any] = {}
+    exec(WRITES, namespace)  # the same writes as the processes'
+    for attempt in range(4 if where == "local" else 2):
+        uri, options = _where(where, tmp_path / str(attempt), request)
+        failures = _write_at_once(namespace["write_all"], uri, options, [f"t{i}" for i in range(4)])
+        assert failures == [], (attempt, failures)
+        ids = [f"t{i}-{k}" for i in range(4) for k in range(3)]
+        assert _every_row(uri, options, ids) == {n: ["|0"] for n in TABLES}, attempt
+
+
+def _write_at_once(
+    write_all: Callable[..., object], uri: str, options: dict[str, str] | None, writers: list[str]
+) -> list[str]:
+    """Each writer's ``write_all`` in its own thread, all released at one moment; what any raised."""
+    start = threading.Barrier(len(writers))
+    failures: list[str] = []
+
+    def open_and_write(me: str) -> None:
+        start.wait()
+        try:
+            write_all(uri, me, options)
+        except Exception as exc:  # an engine error that escaped: a failure too, reported with the rest
+            failures.append(f"{me}: {type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=open_and_write, args=(me,)) for me in writers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return failures
