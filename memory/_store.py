@@ -4,7 +4,8 @@ One database per store URI (a folder, ``s3://...`` or ``db://...``). One table p
 edges, turns, aliases, leases and a meta table that pins the schema version and the embedder.
 Every filter goes through :func:`sql_literal`, so no id can widen a query. Every write retries a
 lost commit race (:mod:`._commits`); merges key on ``id``, the tables' declared primary key, so
-concurrent inserts of one id make one row.
+concurrent inserts of one id make one row. What a racing create overwrote, the next writer to open
+the table brings back (:mod:`._store_creation`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from ._errors import (
 from ._filters import MAX_FILTER_VALUE, Where, checked_column, fts_cue, sql_literal, sql_timestamp
 from ._lexical import query_terms
 from ._rows import SPECS, Hit, TableName, duplicate_losers, per_user, row, unique
-from ._store_creation import CREATED_BY, GONE, Stamp, clobbered, stamp_of, stamped
+from ._store_creation import GONE, Stamp, clobbered, is_settled, new_creation, settle, stamp_of, stamped
 from ._store_errors import store_error_type
 from ._store_meta import REEMBEDDING, SCHEMA_VERSION, check_meta, settled_meta, stamp, wanted_meta, width_mismatch
 from ._text import FTS_CONFIG
@@ -138,9 +139,11 @@ class Store:
         self.embedder_id = embedder_id
         self.create = create
         self.commit_retry = commit_retry
+        self._storage_options = dict(storage_options or {})
+        self._pinned_db: Any = None
         with _engine_errors("connect"):
             self._db = lancedb.connect(
-                uri, read_consistency_interval=read_consistency, storage_options=dict(storage_options or {})
+                uri, read_consistency_interval=read_consistency, storage_options=self._storage_options
             )
         self._tables: dict[str, Any] = {}
         self._indexed: set[str] = set()
@@ -323,7 +326,7 @@ class Store:
         if width != self.dimensions and not self.embedder_id.startswith(REEMBEDDING):  # reembed rewrites them
             raise StoreMismatchError(width_mismatch(self.uri, name, width, self.dimensions))
         self._tables[name] = table
-        self._restore_overwritten(name, table)
+        self._restore_overwritten(name, table, schema)
         return table
 
     def _create(self, name: str, schema: pa.Schema) -> Any:
@@ -335,32 +338,49 @@ class Store:
                 raise
         return self._open(name)
 
-    def _restore_overwritten(self, name: str, table: Any) -> None:
-        """Bring back the rows a racing create's Overwrite hid, once (see :mod:`._store_creation`); writers only."""
+    def _restore_overwritten(self, name: str, table: Any, schema: pa.Schema | None = None) -> None:
+        """Bring back the rows a racing create's Overwrite hid, once (see :mod:`._store_creation`); writers only.
+
+        ``schema``: the table's, if just read. A table marked settled at its stamp costs nothing more.
+        """
+        if not self.create or is_settled((schema or table.schema).field("id").metadata):
+            return
 
         def repair() -> bool:
             with self._write_lock, _engine_errors(f"restore table {name}"):
-                history = self._open(name)
-                plan = clobbered(int(table.version), lambda version: _stamp_at(history, version))
+                pinned = self._unrefreshed().open_table(name)  # commits from its version: a later create conflicts
+                if is_settled((schema := pinned.schema).field("id").metadata):
+                    return False
+                history = self._unrefreshed().open_table(name)
+                plan = clobbered(int(pinned.version), lambda version: _stamp_at(history, version))
+                if plan is not None:
+                    log.warning("store %s: a racing create overwrote %s; restoring %s", self.uri, name, plan.sources)
+                    parts = [pa.Table.from_pylist([], schema=schema)]
+                    for version in plan.sources:
+                        history.checkout(version)
+                        if history.schema.equals(schema, check_metadata=False):  # else rewritten (an older reembed)
+                            parts.append(history.to_arrow().cast(schema))
+                    rows = pa.concat_tables(parts)
+                    rows = rows.take(pa.array(unique(rows.column("id").to_pylist(), last=False), type=pa.int64()))
+                    if rows.num_rows:
+                        pinned.merge_insert("id").use_index(False).when_not_matched_insert_all().execute(rows)
+                made = plan.made if plan else stamp_of(schema.field("id").metadata) or new_creation()  # (older tables)
+                pinned.update_field_metadata({"path": "id", "metadata": settle(made)})
                 if plan is None:
                     return False
-                log.warning("store %s: a racing create overwrote %s; restoring %s", self.uri, name, plan.sources)
-                parts = [pa.Table.from_pylist([], schema=table.schema)]
-                for version in plan.sources:
-                    history.checkout(version)
-                    if history.schema.equals(table.schema, check_metadata=False):  # else rewritten, not raced
-                        parts.append(history.to_arrow().cast(table.schema))  # (an older tiermem's reembed)
-                rows = pa.concat_tables(parts)
-                rows = rows.take(pa.array(unique(rows.column("id").to_pylist(), last=False), type=pa.int64()))
-                if rows.num_rows:
-                    table.merge_insert("id").use_index(False).when_not_matched_insert_all().execute(rows)
-                table.update_field_metadata({"path": "id", "metadata": {CREATED_BY: plan.made}})
                 self._vectors.drop(name)
                 self._indexed.discard(name)
-                return name in SPECS and table.count_rows() > 0
+                return name in SPECS and pinned.count_rows() > 0
 
-        if self.create and int(table.version) > 1 and self._retry(f"restore table {name}", repair):
+        if self._retry(f"restore table {name}", repair):
             self._ensure_indexes(name)
+
+    def _unrefreshed(self) -> Any:
+        """A connection whose tables stay at the version they opened at (the store's check for newer ones)."""
+        if self._pinned_db is None:
+            with _engine_errors("connect"):
+                self._pinned_db = lancedb.connect(self.uri, storage_options=self._storage_options)
+        return self._pinned_db
 
     def _keyed_table(self, name: str) -> Any:
         """The table, its ``id`` declared the primary key first (stores written before tiermem declared it).

@@ -13,6 +13,12 @@ create's Overwrite; :func:`clobbered` says which older versions hold the rows it
 (:mod:`._store`, where the engine calls are) inserts those rows whose id is absent, newest first,
 then stamps the table with the creation of version 1 again, so the repair is done once.
 
+Reading version 1 costs requests on every open, so the first writer to check a table also marks it
+:data:`SETTLED` with the stamp it checked. A racing create's Overwrite brings a schema of its own,
+without the mark, so a table whose mark names its stamp (:func:`is_settled`, read from the schema
+every open reads anyway) needs no check. Both commits are made from the version checked: a create
+landing in between makes them conflict, and the check runs again.
+
 What insert-if-absent on ``id`` (the tables' primary key) means for what happened after the Overwrite:
 a row written again since keeps its newer value, none is doubled, and a row that a delete *by
 predicate* (erasing a user, TTL hygiene) would have removed, had it not been hidden, comes back. The
@@ -28,10 +34,24 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["CREATED_BY", "GONE", "Repair", "Stamp", "clobbered", "stamp_of", "stamped"]
+__all__ = [
+    "CREATED_BY",
+    "GONE",
+    "SETTLED",
+    "Repair",
+    "Stamp",
+    "clobbered",
+    "is_settled",
+    "new_creation",
+    "settle",
+    "stamp_of",
+    "stamped",
+]
 
 CREATED_BY = "tiermem:created-by"
 """The ``id`` field's metadata key naming the creation that committed the version's table."""
+SETTLED = "tiermem:settled"
+"""The ``id`` field's metadata key naming the stamp a writer found no racing create's Overwrite over."""
 
 
 class _Gone(enum.Enum):
@@ -57,7 +77,22 @@ class Repair:
 
 def stamped(metadata: Mapping[bytes, bytes] | None, made: str | None = None) -> dict[bytes, bytes]:
     """The ``id`` field's metadata stamped with creation ``made``: a fresh one (a create) if None."""
-    return {**(metadata or {}), CREATED_BY.encode(): (made or uuid.uuid4().hex).encode()}
+    return {**(metadata or {}), CREATED_BY.encode(): (made or new_creation()).encode()}
+
+
+def new_creation() -> str:
+    return uuid.uuid4().hex
+
+
+def settle(made: str) -> dict[str, str]:
+    """The ``id`` field's metadata to commit once a table is checked: stamped ``made``, and settled there."""
+    return {CREATED_BY: made, SETTLED: made}
+
+
+def is_settled(metadata: Mapping[bytes, bytes] | None) -> bool:
+    """Whether a writer checked this table's stamp (no Overwrite by a racing create since: it would drop the mark)."""
+    made = stamp_of(metadata)
+    return made is not None and (metadata or {}).get(SETTLED.encode()) == made.encode()
 
 
 def stamp_of(metadata: Mapping[bytes, bytes] | None) -> str | None:

@@ -140,20 +140,29 @@ def test_what_happened_after_the_overwrite_stays_and_the_repair_is_done_once(tmp
     ]  # indexed again
 
 
+@pytest.mark.parametrize("where", ["local", "s3"], ids=["local", "s3"])
 @pytest.mark.parametrize("rewrite", ["reembed", "purge", "optimize"], ids=["reembed", "purge", "optimize"])
-def test_a_table_rewritten_on_purpose_is_not_taken_for_a_racing_create(rewrite: str, tmp_path: Path) -> None:
-    uri = str(tmp_path / "store")
-    store = _store(uri, None)
+def test_a_table_rewritten_on_purpose_is_not_taken_for_a_racing_create(
+    rewrite: str, where: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    uri, options = _where(where, tmp_path, request)
+    store = _store(uri, options)
     _write_facts(store, ["r-1", "r-2"])
     store.delete("facts", Where(eq={**SCOPE}, isin={"id": ["r-2"]}))
-    if rewrite == "reembed":
+    if rewrite == "reembed":  # every row rewritten, 4 wide: version 1 (8 wide, stamped) is still there
         store.reembed("other-embedder-4", 4, lambda _, records: np.ones((len(records), 4), dtype=np.float32))
-        reopened = Store(uri, embedder_id="other-embedder-4", dimensions=4)
-    else:
-        store.purge("facts") if rewrite == "purge" else store.optimize(cleanup_older_than=timedelta(0))
-        reopened = _store(uri, None)
-    assert _read_facts(reopened) == ["r-1"]  # r-2 is not brought back, and no row of an older width
-    assert lancedb.connect(uri).open_table("facts").count_rows() == 1
+        reopened = Store(uri, embedder_id="other-embedder-4", dimensions=4, storage_options=options)
+        expected = ["r-1"]
+    else:  # old versions cleaned up, version 1 with them
+        if rewrite == "purge":
+            store.purge("facts")
+        else:
+            store.optimize(cleanup_older_than=timedelta(0))
+        reopened = _store(uri, options)
+        _write_facts(reopened, ["r-3"])
+        expected = ["r-1", "r-3"]
+    assert sorted(_read_facts(reopened)) == expected  # r-2 stays deleted, and no row of another width comes back
+    assert lancedb.connect(uri, storage_options=options).open_table("facts").count_rows() == len(expected)
 
 
 A, B, C = "made", "late", "later"
