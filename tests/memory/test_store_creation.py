@@ -21,14 +21,14 @@ import pytest
 
 from tests.object_storage import S3Store
 from tests.subprocesses import run_together
+from tiermem.memory import _store_creation as creation
 from tiermem.memory._records import Alias, Fact
 from tiermem.memory._store import Store, Where
-from tiermem.memory._store_creation import CREATED_BY as CREATED_BY_KEY
-from tiermem.memory._store_creation import GONE, Stamp, clobbered
+from tiermem.memory._store_creation import GONE, Stamp, clobbered, is_settled
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 SCOPE = {"namespace": "default", "user_id": "u-1"}
-CREATED_BY = CREATED_BY_KEY.encode()
+CREATED_BY, SETTLED = creation.CREATED_BY.encode(), creation.SETTLED.encode()
 
 
 def _fact(fact_id: str, text: str = "A fact.") -> Fact:
@@ -83,7 +83,7 @@ def _late_create(uri: str, options: dict[str, str] | None, name: str, *, stamped
     db = lancedb.connect(uri, storage_options=options)
     schema = db.open_table(name).schema
     key = schema.field("id")
-    metadata = {k: v for k, v in (key.metadata or {}).items() if k != CREATED_BY}
+    metadata = {k: v for k, v in (key.metadata or {}).items() if not k.startswith(b"tiermem:")}  # the key's
     if stamped:
         metadata[CREATED_BY] = uuid.uuid4().hex.encode()
     schema = schema.set(schema.get_field_index("id"), key.with_metadata(metadata))
@@ -278,3 +278,17 @@ def _write_at_once(
     for thread in threads:
         thread.join()
     return failures
+
+
+MARKS: list[tuple[str, dict[bytes, bytes] | None, bool]] = [
+    ("unstamped", {b"lance-schema:unenforced-primary-key": b"true"}, False),
+    ("no-metadata", None, False),
+    ("stamped-not-checked", {CREATED_BY: b"a"}, False),
+    ("checked", {CREATED_BY: b"a", SETTLED: b"a"}, True),
+    ("checked-then-stamped-again", {CREATED_BY: b"b", SETTLED: b"a"}, False),
+]
+
+
+@pytest.mark.parametrize(("metadata", "settled"), [m[1:] for m in MARKS], ids=[m[0] for m in MARKS])
+def test_only_a_table_checked_at_its_own_stamp_is_settled(metadata: dict[bytes, bytes] | None, settled: bool) -> None:
+    assert is_settled(metadata) is settled
