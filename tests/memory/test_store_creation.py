@@ -23,7 +23,7 @@ from tests.object_storage import S3Store
 from tests.subprocesses import run_together
 from tiermem.memory import _store_creation as creation
 from tiermem.memory._records import Alias, Fact
-from tiermem.memory._store import Store, Where
+from tiermem.memory._store import _LEASE_SCHEMA, Store, Where
 from tiermem.memory._store_creation import GONE, Stamp, clobbered, is_settled
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -292,3 +292,14 @@ MARKS: list[tuple[str, dict[bytes, bytes] | None, bool]] = [
 @pytest.mark.parametrize(("metadata", "settled"), [m[1:] for m in MARKS], ids=[m[0] for m in MARKS])
 def test_only_a_table_checked_at_its_own_stamp_is_settled(metadata: dict[bytes, bytes] | None, settled: bool) -> None:
     assert is_settled(metadata) is settled
+
+
+def test_a_leases_table_made_before_stamps_still_opens_as_an_older_tiermem_opens_it(tmp_path: Path) -> None:
+    uri = str(tmp_path / "store")
+    _store(uri, None)
+    db = lancedb.connect(uri)
+    db.create_table("leases", schema=_LEASE_SCHEMA)  # as an older tiermem made it, unstamped
+    store = _store(uri, None)
+    _write_leases(store, ["r-1"])
+    assert _read_leases(_store(uri, None)) == ["r-1"]
+    db.create_table("leases", schema=_LEASE_SCHEMA, exist_ok=True)  # what an older tiermem calls on every open
