@@ -19,12 +19,14 @@ without the mark, so a table whose mark names its stamp (:func:`is_settled`, rea
 every open reads anyway) needs no check. Both commits are made from the version checked: a create
 landing in between makes them conflict, and the check runs again.
 
-What insert-if-absent on ``id`` (the tables' primary key) means for what happened after the Overwrite:
-a row written again since keeps its newer value, none is doubled, and a row that a delete *by
-predicate* (erasing a user, TTL hygiene) would have removed, had it not been hidden, comes back. The
-window is the late process's own create: it repairs before it returns the table. Tables made before
-the stamp (version 1 unstamped) and tables whose version 1 was cleaned up (the race, at creation,
-was long ago; compaction checks first) are left as they are.
+A writer checks a table on its first open in the process (the late process right after its create)
+and before compaction cleans old versions up. What insert-if-absent on ``id`` (the tables' primary key)
+means for what happened after the Overwrite: a row written again since keeps its newer value, none is
+doubled, and a row that a delete *by predicate* (erasing a user, TTL hygiene) would have removed, had
+it not been hidden, comes back; the window is the late process's own create, as it repairs before it
+returns the table. Nothing is restored in a table whose version 1 is unstamped (made before stamps:
+marked settled with a fresh stamp, except the leases table, which an older tiermem could then no
+longer open) or cleaned up (the race, at its creation, was long ago, and compaction checks first).
 """
 
 from __future__ import annotations
