@@ -4,7 +4,8 @@ One database per store URI (a folder, ``s3://...`` or ``db://...``). One table p
 edges, turns, aliases, leases and a meta table that pins the schema version and the embedder.
 Every filter goes through :func:`sql_literal`, so no id can widen a query. Every write retries a
 lost commit race (:mod:`._commits`); merges key on ``id``, the tables' declared primary key, so
-concurrent inserts of one id make one row.
+concurrent inserts of one id make one row. What a racing create overwrote, the next writer to open
+the table brings back (:mod:`._store_creation`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from ._errors import (
 from ._filters import MAX_FILTER_VALUE, Where, checked_column, fts_cue, sql_literal, sql_timestamp
 from ._lexical import query_terms
 from ._rows import SPECS, Hit, TableName, duplicate_losers, per_user, row, unique
+from ._store_creation import GONE, Stamp, clobbered, is_settled, new_creation, settle, stamp_of, stamped
 from ._store_errors import store_error_type
 from ._store_meta import REEMBEDDING, SCHEMA_VERSION, check_meta, settled_meta, stamp, wanted_meta, width_mismatch
 from ._text import FTS_CONFIG
@@ -137,9 +139,11 @@ class Store:
         self.embedder_id = embedder_id
         self.create = create
         self.commit_retry = commit_retry
+        self._storage_options = dict(storage_options or {})
+        self._pinned_db: Any = None
         with _engine_errors("connect"):
             self._db = lancedb.connect(
-                uri, read_consistency_interval=read_consistency, storage_options=dict(storage_options or {})
+                uri, read_consistency_interval=read_consistency, storage_options=self._storage_options
             )
         self._tables: dict[str, Any] = {}
         self._indexed: set[str] = set()
@@ -270,16 +274,20 @@ class Store:
                 continue
             with _engine_errors(f"read {name}"):
                 try:
-                    rows = self._open(name).to_arrow().select(["record"]).to_pylist()
+                    stored = self._open(name).to_arrow()
                 except (ValueError, FileNotFoundError):  # no such table yet
-                    rows = []
+                    stored = None
+            rows = [] if stored is None else stored.select(["record"]).to_pylist()
             records = self._records(name, rows)
             matrix = vectors(name, records) if records else np.zeros((0, dimensions), dtype=np.float32)
             if matrix.shape != (len(records), dimensions):
                 raise StoreMismatchError(
                     f"re-embedding {name}: vectors of shape {matrix.shape}, not ({len(records)}, {dimensions})"
                 )
-            data = pa.Table.from_pylist([row(r, matrix[i]) for i, r in enumerate(records)], schema=self._schema(name))
+            # Carry the table's creation on: a rewrite stamped otherwise would read as a racing create's.
+            made = None if stored is None else stamp_of(stored.schema.field("id").metadata)
+            schema = _stamp(self._schema(name), made)
+            data = pa.Table.from_pylist([row(r, matrix[i]) for i, r in enumerate(records)], schema=schema)
 
             def rewrite(name: str = name, data: pa.Table = data) -> None:
                 with self._write_lock, _engine_errors(f"rewrite {name}"):
@@ -307,10 +315,7 @@ class Store:
                 if not self.create:  # read-only: an empty stand-in, looked for again on the next call
                     return lancedb.connect("memory://").create_table(name, schema=self._schema(name))
                 with self._write_lock:  # threads of this process creating it at once would conflict
-                    table = self._retry(
-                        f"create table {name}",
-                        lambda: self._db.create_table(name, schema=self._schema(name), exist_ok=True),
-                    )
+                    table = self._retry(f"create table {name}", lambda: self._create(name, self._schema(name)))
             schema = table.schema
         if set(schema.names) != set(self._schema(name).names):
             raise StoreMismatchError(
@@ -321,7 +326,63 @@ class Store:
         if width != self.dimensions and not self.embedder_id.startswith(REEMBEDDING):  # reembed rewrites them
             raise StoreMismatchError(width_mismatch(self.uri, name, width, self.dimensions))
         self._tables[name] = table
+        self._restore_overwritten(name, table, schema)
         return table
+
+    def _create(self, name: str, schema: pa.Schema) -> Any:
+        """Create the table stamped with a creation of this process's own, or open it if it exists by now."""
+        try:
+            return self._db.create_table(name, schema=_stamp(schema), mode="create")
+        except ValueError as exc:  # "Table 'x' already exists": another process created it meanwhile
+            if "already exists" not in str(exc):
+                raise
+        return self._open(name)
+
+    def _restore_overwritten(self, name: str, table: Any, schema: pa.Schema | None = None) -> None:
+        """Bring back the rows a racing create's Overwrite hid, once (see :mod:`._store_creation`); writers only.
+
+        ``schema``: the table's, if just read. A table marked settled at its stamp costs nothing more.
+        """
+        if not self.create or is_settled((schema or table.schema).field("id").metadata):
+            return
+
+        def repair() -> bool:
+            with self._write_lock, _engine_errors(f"restore table {name}"):
+                pinned = self._unrefreshed().open_table(name)  # commits from its version: a later create conflicts
+                if is_settled((schema := pinned.schema).field("id").metadata):
+                    return False
+                history = self._unrefreshed().open_table(name)
+                plan = clobbered(int(pinned.version), lambda version: _stamp_at(history, version))
+                if plan is not None:
+                    log.warning("store %s: a racing create overwrote %s; restoring %s", self.uri, name, plan.sources)
+                    parts = [pa.Table.from_pylist([], schema=schema)]
+                    for version in plan.sources:
+                        history.checkout(version)
+                        if history.schema.equals(schema, check_metadata=False):  # else rewritten (an older reembed)
+                            parts.append(history.to_arrow().cast(schema))
+                    rows = pa.concat_tables(parts)
+                    rows = rows.take(pa.array(unique(rows.column("id").to_pylist(), last=False), type=pa.int64()))
+                    if rows.num_rows:
+                        pinned.merge_insert("id").use_index(False).when_not_matched_insert_all().execute(rows)
+                made = plan.made if plan else stamp_of(schema.field("id").metadata)
+                if made is None and name == LEASES:  # made before stamps: an older tiermem opens it with
+                    return False  # create_table(exist_ok=True), which refuses a schema of other metadata
+                pinned.update_field_metadata({"path": "id", "metadata": settle(made or new_creation())})
+                if plan is None:
+                    return False
+                self._vectors.drop(name)
+                self._indexed.discard(name)
+                return name in SPECS and pinned.count_rows() > 0
+
+        if self._retry(f"restore table {name}", repair):
+            self._ensure_indexes(name)
+
+    def _unrefreshed(self) -> Any:
+        """A connection whose tables stay at the version they opened at (the store's check for newer ones)."""
+        if self._pinned_db is None:
+            with _engine_errors("connect"):
+                self._pinned_db = lancedb.connect(self.uri, storage_options=self._storage_options)
+        return self._pinned_db
 
     def _keyed_table(self, name: str) -> Any:
         """The table, its ``id`` declared the primary key first (stores written before tiermem declared it).
@@ -479,6 +540,7 @@ class Store:
                     self._vectors.drop(name)
 
             try:
+                self._restore_overwritten(name, table)  # first: the versions compaction cleans up may hold rows
                 self._retry(f"compact {name}", compact)
             except StoreConflictError as exc:
                 log.warning("compaction of %s left for later: %s", name, exc)
@@ -726,6 +788,7 @@ class Store:
         versions: dict[str, int] = {}
         for name in SPECS:
             table = self._keyed_table(name)  # declaring the key also removes duplicate ids of an older store
+            self._restore_overwritten(name, table)  # first: the versions cleaned up may hold rows an Overwrite hid
             self._vectors.drop(name)
             with _engine_errors(f"count {name}"):
                 if table.count_rows() == 0:
@@ -800,10 +863,13 @@ class Store:
     def _leases(self) -> Any:
         if LEASES not in self._tables:
             with _engine_errors("open the leases table"):
-                self._tables[LEASES] = self._retry(
-                    "create the leases table",
-                    lambda: self._db.create_table(LEASES, schema=_LEASE_SCHEMA, exist_ok=True),
-                )
+                try:
+                    table = self._open(LEASES)
+                except (ValueError, FileNotFoundError):  # lancedb's "table not found"
+                    with self._write_lock:
+                        table = self._retry("create the leases table", lambda: self._create(LEASES, _LEASE_SCHEMA))
+            self._tables[LEASES] = table
+            self._restore_overwritten(LEASES, table)
         return self._tables[LEASES]
 
     def claim(
@@ -934,3 +1000,20 @@ def _meta_versions(db: Any) -> tuple[int, Callable[[int], list[dict[str, str]] |
         return cast(list[dict[str, str]], older.to_arrow().to_pylist())
 
     return latest, read
+
+
+def _stamp(schema: pa.Schema, made: str | None = None) -> pa.Schema:
+    """``schema`` with its ``id`` field stamped with creation ``made`` (a fresh one if None)."""
+    field = schema.field("id")
+    return schema.set(schema.get_field_index("id"), field.with_metadata(stamped(field.metadata, made)))
+
+
+def _stamp_at(table: Any, version: int) -> Stamp:
+    """The creation stamped on one version of ``table`` (checked out there), GONE if cleaned up."""
+    try:
+        table.checkout(version)
+    except ValueError as exc:
+        if "no longer exists" in str(exc):
+            return GONE
+        raise
+    return stamp_of(table.schema.field("id").metadata)
