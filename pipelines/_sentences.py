@@ -8,8 +8,8 @@ swaps pronouns and adds third-person verb endings, so every content word of a se
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 
 from tiermem.memory._errors import InvalidSubjectError
 from tiermem.memory._subjects import USER, canonical_subject
