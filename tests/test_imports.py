@@ -13,6 +13,9 @@ import pytest
 from tests.sources import MODULES
 from tests.subprocesses import run_python, two_at_a_time
 
+# One worker runs this module (pytest-xdist --dist loadgroup), so that its first-import
+# interpreters (packages_first) start once, on one worker.
+pytestmark = pytest.mark.xdist_group("imports")
 PACKAGES = ("tiermem", "tiermem.memory", "tiermem.pipelines", "tiermem.jobs", "tiermem.prompts")
 
 

@@ -30,6 +30,9 @@ from mcp.shared.exceptions import MCPError
 from tiermem import ConfigurationError, MemoryContext, create_memory_capability
 from tiermem.memory._mcp import McpConfig, build_server
 
+# One worker runs this module (pytest-xdist --dist loadgroup), so that its shared servers
+# (SharedServers, module_http_server) start once, on one worker.
+pytestmark = pytest.mark.xdist_group("mcp")
 USER = MemoryContext(user_id="u-1")
 OTHER = MemoryContext(user_id="other")
 OWN_FACT = "The user is allergic to penicillin."
