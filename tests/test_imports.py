@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,9 @@ import pytest
 from tests.sources import MODULES
 from tests.subprocesses import run_python, two_at_a_time
 
+# One worker runs this module (pytest-xdist --dist loadgroup), so that its first-import
+# interpreters (packages_first) start once, on one worker.
+pytestmark = pytest.mark.xdist_group("imports")
 PACKAGES = ("tiermem", "tiermem.memory", "tiermem.pipelines", "tiermem.jobs", "tiermem.prompts")
 
 
@@ -34,9 +37,21 @@ def import_first(module: str, cwd: Path) -> FirstImport:
 
 @pytest.fixture(scope="module")
 def packages_first(tmp_path_factory: pytest.TempPathFactory) -> dict[str, FirstImport]:
-    """Each package imported first in a fresh interpreter, two interpreters at a time."""
+    """Each package imported first in a fresh interpreter, two interpreters at a time.
+
+    ``import tiermem.memory`` runs ``tiermem/__init__.py`` to the end before ``tiermem.memory``
+    starts, so a subpackage that importing ``tiermem`` first already loads has had its first import
+    there, in the very same order: it shares that interpreter's result. Only the subpackages the
+    facade leaves for later need an interpreter of their own.
+    """
     cwd = tmp_path_factory.mktemp("first")
-    return {result.module: result for result in two_at_a_time(lambda p: import_first(p, cwd), PACKAGES)}
+    root, *subpackages = PACKAGES
+    facade = import_first(root, cwd)
+    shared = [p for p in subpackages if p in facade.loaded]
+    later = [p for p in subpackages if p not in facade.loaded]
+    first = [facade, *(replace(facade, module=p) for p in shared)]
+    first += two_at_a_time(lambda p: import_first(p, cwd), later)
+    return {result.module: result for result in first}
 
 
 @pytest.mark.parametrize("package", PACKAGES, ids=PACKAGES)

@@ -7,14 +7,17 @@ through ``sitecustomize``: any connection to anything but loopback is recorded a
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,9 @@ from mcp.shared.exceptions import MCPError
 from tiermem import ConfigurationError, MemoryContext, create_memory_capability
 from tiermem.memory._mcp import McpConfig, build_server
 
+# One worker runs this module (pytest-xdist --dist loadgroup), so that its shared servers
+# (SharedServers, module_http_server) start once, on one worker.
+pytestmark = pytest.mark.xdist_group("mcp")
 USER = MemoryContext(user_id="u-1")
 OTHER = MemoryContext(user_id="other")
 OWN_FACT = "The user is allergic to penicillin."
@@ -53,9 +59,8 @@ def _tiermem() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli"]
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> str:
-    path = str(tmp_path / "store")
+def _write_store(folder: Path) -> str:
+    path = str(folder / "store")
     mem = create_memory_capability(store=path, embedder="hashing").blocking()
     mem.add_semantic_fact(USER, OWN_FACT)
     mem.add_semantic_fact(USER, "Moni plays the cello.", subject="Moni")
@@ -65,24 +70,37 @@ def store(tmp_path: Path) -> str:
     return path
 
 
-@pytest.fixture
-def server_env(tmp_path: Path) -> dict[str, str]:
+def _server_env(folder: Path) -> dict[str, str]:
     """The server's environment: no API keys, the local cost map, and the socket guard."""
-    guard = tmp_path / "guard"
+    guard = folder / "guard"
     guard.mkdir()
     (guard / "sitecustomize.py").write_text(GUARD)
     return {
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "PYTHONPATH": str(guard),
-        "TIERMEM_TEST_NETWORK_LOG": str(tmp_path / "network.log"),
+        "TIERMEM_TEST_NETWORK_LOG": str(folder / "network.log"),
     }
+
+
+def _assert_no_network(folder: Path) -> None:
+    log = folder / "network.log"
+    assert not log.exists(), f"the server tried the network: {log.read_text()}"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    return _write_store(tmp_path)
+
+
+@pytest.fixture
+def server_env(tmp_path: Path) -> dict[str, str]:
+    return _server_env(tmp_path)
 
 
 @pytest.fixture(autouse=True)
 def _no_network_in_the_server(tmp_path: Path) -> Any:
     yield
-    log = tmp_path / "network.log"
-    assert not log.exists(), f"the server tried the network: {log.read_text()}"
+    _assert_no_network(tmp_path)
 
 
 @asynccontextmanager
@@ -97,6 +115,89 @@ async def mcp_session(tmp_path: Path, env: dict[str, str], store: str, *options:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             yield session
+
+
+class SharedSession:
+    """A client session with a server that lives for the whole module, for the tests that write nothing.
+
+    The session runs on its own event loop in a thread (each test has its own loop, and the SDK's
+    streams belong to the loop that opened them): every method of the session is awaited there, its
+    result or exception handed back to the test's loop.
+    """
+
+    def __init__(self, open_session: Callable[[], AbstractAsyncContextManager[ClientSession]]) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._opened: concurrent.futures.Future[ClientSession] = concurrent.futures.Future()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(
+            target=self._loop.run_until_complete, args=(self._hold(open_session),), daemon=True
+        )
+        self._thread.start()
+        self._session = self._opened.result(timeout=180)
+
+    async def _hold(self, open_session: Callable[[], AbstractAsyncContextManager[ClientSession]]) -> None:
+        self._stop = asyncio.Event()
+        try:
+            async with open_session() as session:
+                self._opened.set_result(session)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not self._opened.done():
+                self._opened.set_exception(exc)
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        method = getattr(self._session, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(method(*args, **kwargs), self._loop))
+
+        return call
+
+    def close(self) -> None:
+        assert self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout=60)
+        assert not self._thread.is_alive(), "the shared MCP session did not close"
+        self._loop.close()
+
+
+class SharedServers:
+    """One stdio server per set of options, started when a test first asks for it, on one store."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.store = _write_store(folder)
+        self.env = _server_env(folder)
+        self._sessions: dict[tuple[str, ...], SharedSession] = {}
+
+    def session(self, *options: str) -> SharedSession:
+        if options not in self._sessions:
+            self._sessions[options] = SharedSession(lambda: mcp_session(self.folder, self.env, self.store, *options))
+        return self._sessions[options]
+
+    def close(self) -> None:
+        for session in self._sessions.values():
+            session.close()
+
+
+@pytest.fixture(scope="module")
+def module_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServers]:
+    servers = SharedServers(tmp_path_factory.mktemp("mcp-shared"))
+    try:
+        yield servers
+    finally:
+        servers.close()
+    _assert_no_network(servers.folder)
+
+
+@pytest.fixture
+def shared(module_servers: SharedServers) -> Iterator[SharedServers]:
+    """The module's servers, for a test that writes nothing: the socket guard is checked after each test."""
+    yield module_servers
+    _assert_no_network(module_servers.folder)
 
 
 def _envelope(result: Any) -> dict[str, Any]:
@@ -116,11 +217,11 @@ def _envelope(result: Any) -> dict[str, Any]:
     ids=["read-only", "writes", "relations-and-writes"],
 )
 async def test_lists_tools_without_any_authority_argument(
-    tmp_path: Path, server_env: dict[str, str], store: str, options: tuple[str, ...], tools: list[str]
+    shared: SharedServers, options: tuple[str, ...], tools: list[str]
 ) -> None:
-    async with mcp_session(tmp_path, server_env, store, "--user-id", "u-1", *options) as session:
-        listed = (await session.list_tools()).tools
-        resources = (await session.list_resources()).resources
+    session = shared.session("--user-id", "u-1", *options)
+    listed = (await session.list_tools()).tools
+    resources = (await session.list_resources()).resources
 
     assert [t.name for t in listed] == tools
     for tool in listed:
@@ -209,13 +310,11 @@ async def test_remember_is_agent_written_and_refusals_write_nothing(
     assert [f.text for f in await mem.facts(OTHER)] == [SECRET]
 
 
-async def test_without_allow_writes_remember_is_an_unknown_tool(
-    tmp_path: Path, server_env: dict[str, str], store: str
-) -> None:
-    mem = create_memory_capability(store=store, embedder="hashing")
+async def test_without_allow_writes_remember_is_an_unknown_tool(shared: SharedServers) -> None:
+    mem = create_memory_capability(store=shared.store, embedder="hashing")
     before = await mem.facts(USER)
-    async with mcp_session(tmp_path, server_env, store, "--user-id", "u-1") as session:
-        envelope = _envelope(await session.call_tool("remember", {"text": "The user likes tea."}))
+    session = shared.session("--user-id", "u-1")
+    envelope = _envelope(await session.call_tool("remember", {"text": "The user likes tea."}))
     assert envelope["ok"] is False and "unknown tool 'remember'" in envelope["error"]
     assert await mem.facts(USER) == before
 
@@ -239,25 +338,23 @@ HOSTILE: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-async def test_hostile_arguments_are_refused_and_other_users_unreachable(
-    tmp_path: Path, server_env: dict[str, str], store: str
-) -> None:
-    async with mcp_session(tmp_path, server_env, store, "--user-id", "u-1", "--allow-writes") as session:
-        refused = [_envelope(await session.call_tool(name, arguments)) for name, arguments in HOSTILE]
-        plain = [
-            _envelope(await session.call_tool("recall", {"query": query, "limit": 50}))
-            for query in ("vault code", "4711", "other user")
-        ]
-        facts = (await session.read_resource("tiermem://facts")).contents[0]
-        with pytest.raises(MCPError):
-            await session.read_resource("tiermem://facts?user_id=other")
+async def test_hostile_arguments_are_refused_and_other_users_unreachable(shared: SharedServers) -> None:
+    session = shared.session("--user-id", "u-1", "--allow-writes")
+    refused = [_envelope(await session.call_tool(name, arguments)) for name, arguments in HOSTILE]
+    plain = [
+        _envelope(await session.call_tool("recall", {"query": query, "limit": 50}))
+        for query in ("vault code", "4711", "other user")
+    ]
+    facts = (await session.read_resource("tiermem://facts")).contents[0]
+    with pytest.raises(MCPError):
+        await session.read_resource("tiermem://facts?user_id=other")
 
     for envelope, (name, arguments) in zip(refused, HOSTILE, strict=True):
         assert envelope["ok"] is False, arguments
         assert f"invalid arguments for {name}:" in envelope["error"]
     assert all(envelope["ok"] for envelope in plain)
     assert "4711" not in json.dumps([refused, plain, getattr(facts, "text", "")])
-    mem = create_memory_capability(store=store, embedder="hashing")
+    mem = create_memory_capability(store=shared.store, embedder="hashing")
     assert [f.text for f in await mem.facts(OTHER)] == [SECRET]
     assert "0000" not in json.dumps([f.text for f in await mem.facts(USER)])
 
@@ -329,10 +426,13 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60
 HTTP_OPTIONS = ("--transport", "http", "--user-header", "X-User-Id")
 
 
-@pytest.fixture
-def http_server(tmp_path: Path, server_env: dict[str, str], store: str) -> Any:
+@pytest.fixture(scope="module")
+def module_http_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One HTTP server for the module: its tests only read and are refused."""
+    folder = tmp_path_factory.mktemp("mcp-http")
+    store, server_env = _write_store(folder), _server_env(folder)
     port = _free_port()
-    with (tmp_path / "server.log").open("a") as errlog:
+    with (folder / "server.log").open("a") as errlog:
         proc = subprocess.Popen(
             [*_tiermem(), "mcp", "--store", store, "--embedder", "hashing", *HTTP_OPTIONS, "--port", str(port)],
             env={**os.environ, **server_env},
@@ -342,10 +442,18 @@ def http_server(tmp_path: Path, server_env: dict[str, str], store: str) -> Any:
         )
         try:
             _wait_for_port(port, proc)
-            yield f"http://127.0.0.1:{port}/mcp"
+            yield folder, f"http://127.0.0.1:{port}/mcp"
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+    _assert_no_network(folder)
+
+
+@pytest.fixture
+def http_server(module_http_server: tuple[Path, str]) -> Iterator[str]:
+    folder, url = module_http_server
+    yield url
+    _assert_no_network(folder)
 
 
 @asynccontextmanager

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.prebuilt import prebuilt
 from tiermem import InvalidArgumentError, MemoryContext, MemorySystem, system
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
@@ -25,20 +28,35 @@ def make(path: Path, clock: FrozenClock, embedder: HashingEmbedder | None = None
     )  # fmt: skip
 
 
+SOURCE = MemoryContext(user_id="u-1", session_id="s-1")  # conftest's ctx, the source's user
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)  # conftest's clock
+
+
+def write_source(folder: Path) -> None:
+    async def write() -> None:
+        ctx, clock = SOURCE, FrozenClock(START)
+        mem = make(folder, clock)
+        await mem.add_alias(ctx, "Caroline")
+        for text in ("My wife Moni is allergic to shellfish.", "I work at Acme Corp as a data engineer."):
+            await mem.capture(ctx, [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}])
+        await mem.end_session(ctx)
+        await mem.consolidate(ctx)
+        await mem.digest(ctx)
+        clock.advance(days=2)
+        acme = next(f for f in await mem.facts(ctx) if "Acme" in f.text)
+        await mem.pin(ctx, (await mem.update(ctx, acme.id, text="The user works at Initech as a data engineer.")).id)
+        await mem.capture(ctx.model_copy(update={"session_id": "s-2"}), [{"role": "user", "content": "Hi there."}])
+
+    asyncio.run(write())
+
+
 @pytest.fixture
-async def source(tmp_path: Path, clock: FrozenClock, ctx: MemoryContext) -> MemorySystem:
-    mem = make(tmp_path / "source", clock)
-    await mem.add_alias(ctx, "Caroline")
-    for text in ("My wife Moni is allergic to shellfish.", "I work at Acme Corp as a data engineer."):
-        await mem.capture(ctx, [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}])
-    await mem.end_session(ctx)
-    await mem.consolidate(ctx)
-    await mem.digest(ctx)
+def source(tmp_path_factory: pytest.TempPathFactory, clock: FrozenClock, ctx: MemoryContext) -> MemorySystem:
+    """The source user's memory, written once per test session (tests/prebuilt.py): each test opens its
+    own copy, with the clock two days on, where the writing left it."""
+    assert (ctx, clock.now()) == (SOURCE, START)
     clock.advance(days=2)
-    acme = next(f for f in await mem.facts(ctx) if "Acme" in f.text)
-    await mem.pin(ctx, (await mem.update(ctx, acme.id, text="The user works at Initech as a data engineer.")).id)
-    await mem.capture(ctx.model_copy(update={"session_id": "s-2"}), [{"role": "user", "content": "Hi there."}])
-    return mem
+    return make(prebuilt(tmp_path_factory, "portability-source", write_source), clock)
 
 
 async def export_text(mem: MemorySystem, ctx: MemoryContext) -> list[str]:

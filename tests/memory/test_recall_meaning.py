@@ -22,6 +22,9 @@ from tiermem.memory._text import STOP_WORDS, terms
 from tiermem.memory.testing import FrozenClock
 from tiermem.pipelines import _sentences as sentences
 
+# One worker runs this module (pytest-xdist --dist loadgroup), so that its stores are written
+# once, on one worker, and no worker idles waiting for another to write them.
+pytestmark = pytest.mark.xdist_group("recall-meaning")
 DATA = Path(__file__).resolve().parents[1] / "data"
 PARAPHRASES: dict[str, Any] = json.loads((DATA / "paraphrases.json").read_text())
 PAIRS: list[dict[str, str]] = PARAPHRASES["pairs"]

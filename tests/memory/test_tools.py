@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 import warnings
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.prebuilt import prebuilt
 from tiermem import (
     HashingEmbedder,
     InvalidArgumentError,
@@ -33,19 +36,36 @@ with warnings.catch_warnings():  # litellm's pydantic types warn on import; that
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 SECRET = "The vault code is 4711."
+USER = MemoryContext(user_id="u-1", session_id="s-1")  # conftest's ctx
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)  # conftest's clock
 
 
-@pytest.fixture
-def relational(store_path: str, clock: FrozenClock) -> MemoryCapability:
+def _relational(store: Path, clock: FrozenClock) -> MemoryCapability:
     return create_memory_capability(
-        store=store_path, embedder=HashingEmbedder(256), clock=clock, semantic={"relations": True}
+        store=str(store), embedder=HashingEmbedder(256), clock=clock, semantic={"relations": True}
     )
 
 
+def _write_two_facts(folder: Path) -> None:
+    async def write() -> None:
+        mem = _relational(folder, FrozenClock(START))
+        await mem.add_semantic_fact(USER, "Moni is allergic to shellfish.", subject="Moni")
+        await mem.add_semantic_fact(USER, "The user plays tennis on Sundays.")
+
+    asyncio.run(write())
+
+
 @pytest.fixture
-async def tools(relational: MemoryCapability, ctx: MemoryContext) -> Toolset:
-    await relational.add_semantic_fact(ctx, "Moni is allergic to shellfish.", subject="Moni")
-    await relational.add_semantic_fact(ctx, "The user plays tennis on Sundays.")
+def relational(tmp_path_factory: pytest.TempPathFactory, clock: FrozenClock, ctx: MemoryContext) -> MemoryCapability:
+    """A capability with relations, holding two facts of ctx's user (written at the clock's time).
+
+    The store is written once per test session (tests/prebuilt.py); each test opens its own copy."""
+    assert (ctx, clock.now()) == (USER, START)
+    return _relational(prebuilt(tmp_path_factory, "tools-two-facts", _write_two_facts), clock)
+
+
+@pytest.fixture
+def tools(relational: MemoryCapability, ctx: MemoryContext) -> Toolset:
     return relational.tools(ctx)
 
 

@@ -7,6 +7,7 @@ Edges are bi-temporal: current by default, history with ``include_history=True``
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.prebuilt import prebuilt
 from tiermem import Edge, MemoryContext, MemorySystem, system
 from tiermem.jobs import run_digests, run_janitor
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
@@ -26,9 +28,13 @@ BEFORE = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def _system(tmp_path: Path, clock: FrozenClock) -> MemorySystem:
+    return _open(tmp_path / "store", clock)
+
+
+def _open(store: Path, clock: FrozenClock) -> MemorySystem:
     return system(
         model="rules",
-        store=str(tmp_path / "store"),
+        store=str(store),
         embedder=HashingEmbedder(256),
         clock=clock,
         semantic={"relations": {"create_implicit_entities": True}},
@@ -50,14 +56,29 @@ def clock() -> FrozenClock:
     return FrozenClock(FIRST)
 
 
+ACME_THEN_GLOBEX = SECOND + timedelta(minutes=2)  # the clock after the second session's one turn
+
+
+def _write_acme_then_globex(folder: Path) -> None:
+    async def write() -> None:
+        clock = FrozenClock(FIRST)
+        mem = _open(folder, clock)
+        await mem.add_alias(BASE, "Sam")
+        await _session(mem, clock, "s-1", FIRST, "Hi, I'm Sam. I work at Acme Corp as a data engineer.")
+        await _session(mem, clock, "s-2", SECOND, "I work at Globex now.")
+        assert clock.now() == ACME_THEN_GLOBEX
+
+    asyncio.run(write())
+
+
 @pytest.fixture
-async def mem(tmp_path: Path, clock: FrozenClock) -> MemorySystem:
-    """Acme in the first session, then Globex; consolidated after each."""
-    mem = _system(tmp_path, clock)
-    await mem.add_alias(BASE, "Sam")
-    await _session(mem, clock, "s-1", FIRST, "Hi, I'm Sam. I work at Acme Corp as a data engineer.")
-    await _session(mem, clock, "s-2", SECOND, "I work at Globex now.")
-    return mem
+def mem(tmp_path_factory: pytest.TempPathFactory, clock: FrozenClock) -> MemorySystem:
+    """Acme in the first session, then Globex; consolidated after each.
+
+    Written once per test session (tests/prebuilt.py); each test opens its own copy, with the clock
+    where the writing left it."""
+    clock.set(ACME_THEN_GLOBEX)
+    return _open(prebuilt(tmp_path_factory, "truth-acme-then-globex", _write_acme_then_globex), clock)
 
 
 def _employers(edges: list[Edge]) -> set[str]:
@@ -192,9 +213,28 @@ async def test_rules_digest_narrates_only_active_facts_and_current_edges(mem: Me
 # -- an edge supported by two facts ----------------------------------------------------------------
 
 
-async def _two_fact_edge(tmp_path: Path, clock: FrozenClock) -> tuple[MemorySystem, Edge]:
-    mem = _system(tmp_path, clock)
-    await _session(mem, clock, "s-1", FIRST, "My wife Moni is allergic to shellfish.", "My wife Moni loves jazz.")
+TWO_FACT_EDGE = FIRST + timedelta(minutes=4)  # the clock after the session's two turns
+
+
+def _write_two_fact_edge(folder: Path) -> None:
+    async def write() -> None:
+        clock = FrozenClock(FIRST)
+        mem = _open(folder, clock)
+        await _session(mem, clock, "s-1", FIRST, "My wife Moni is allergic to shellfish.", "My wife Moni loves jazz.")
+        assert clock.now() == TWO_FACT_EDGE
+
+    asyncio.run(write())
+
+
+@pytest.fixture
+def two_fact_edge_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One session whose two facts both support the user's edge to Moni: a copy of the store written once."""
+    return prebuilt(tmp_path_factory, "truth-two-fact-edge", _write_two_fact_edge)
+
+
+async def _two_fact_edge(store: Path, clock: FrozenClock) -> tuple[MemorySystem, Edge]:
+    clock.set(TWO_FACT_EDGE)
+    mem = _open(store, clock)
     (edge,) = await mem.connections(BASE, "moni")
     assert (edge.source, edge.relation, edge.target) == ("user", "married to", "moni")
     assert len(edge.support) == 2
@@ -202,8 +242,10 @@ async def _two_fact_edge(tmp_path: Path, clock: FrozenClock) -> tuple[MemorySyst
 
 
 @pytest.mark.parametrize("first", [0, 1], ids=["allergy-first", "jazz-first"])
-async def test_edge_closes_when_its_last_supporting_fact_does(tmp_path: Path, clock: FrozenClock, first: int) -> None:
-    mem, edge = await _two_fact_edge(tmp_path, clock)
+async def test_edge_closes_when_its_last_supporting_fact_does(
+    two_fact_edge_store: Path, clock: FrozenClock, first: int
+) -> None:
+    mem, edge = await _two_fact_edge(two_fact_edge_store, clock)
     facts = await mem.facts(BASE)
     by_word = [next(f.id for f in facts if word in f.text) for word in ("allergic", "jazz")]
     order = [by_word[first], by_word[1 - first]]
@@ -219,8 +261,10 @@ async def test_edge_closes_when_its_last_supporting_fact_does(tmp_path: Path, cl
     assert [e.id for e in await mem.connections(BASE, "moni", as_of=SECOND)] == [edge.id]
 
 
-async def test_a_correction_that_still_names_both_ends_keeps_the_edge(tmp_path: Path, clock: FrozenClock) -> None:
-    mem, edge = await _two_fact_edge(tmp_path, clock)
+async def test_a_correction_that_still_names_both_ends_keeps_the_edge(
+    two_fact_edge_store: Path, clock: FrozenClock
+) -> None:
+    mem, edge = await _two_fact_edge(two_fact_edge_store, clock)
     for fact_id in edge.support:
         await mem.update(BASE, fact_id, text="Moni, the user's wife, loves the blues.")
     (still,) = await mem.connections(BASE, "moni")
@@ -228,8 +272,10 @@ async def test_a_correction_that_still_names_both_ends_keeps_the_edge(tmp_path: 
 
 
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "run"])
-async def test_janitor_closes_edges_by_the_same_support_set(tmp_path: Path, clock: FrozenClock, dry_run: bool) -> None:
-    mem, edge = await _two_fact_edge(tmp_path, clock)
+async def test_janitor_closes_edges_by_the_same_support_set(
+    two_fact_edge_store: Path, clock: FrozenClock, dry_run: bool
+) -> None:
+    mem, edge = await _two_fact_edge(two_fact_edge_store, clock)
     later = FIRST + timedelta(days=3650)
     clock.set(later)
     report = await run_janitor(mem, later, dry_run=dry_run)
