@@ -991,12 +991,8 @@ def _meta_versions(db: Any) -> tuple[int, Callable[[int], list[dict[str, str]] |
 
     def read(version: int) -> list[dict[str, str]] | None:
         older = table if version == latest else db.open_table("meta")
-        try:
-            older.checkout(version)
-        except ValueError as exc:
-            if "no longer exists" in str(exc):
-                return None
-            raise
+        if not _checked_out(older, version):
+            return None
         return cast(list[dict[str, str]], older.to_arrow().to_pylist())
 
     return latest, read
@@ -1010,10 +1006,15 @@ def _stamp(schema: pa.Schema, made: str | None = None) -> pa.Schema:
 
 def _stamp_at(table: Any, version: int) -> Stamp:
     """The creation stamped on one version of ``table`` (checked out there), GONE if cleaned up."""
+    return stamp_of(table.schema.field("id").metadata) if _checked_out(table, version) else GONE
+
+
+def _checked_out(table: Any, version: int) -> bool:
+    """Check ``table`` out at ``version``; False when that version was cleaned up."""
     try:
         table.checkout(version)
     except ValueError as exc:
         if "no longer exists" in str(exc):
-            return GONE
+            return False
         raise
-    return stamp_of(table.schema.field("id").metadata)
+    return True
