@@ -7,13 +7,16 @@ active and what was superseded. The patterns themselves are listed in :mod:`tier
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tiermem import Fact, MemoryContext, MemorySystem, system
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
+from tiermem.pipelines._sentences import normalise
 from tiermem.pipelines._updates import claims_of
 
 BASE = MemoryContext(namespace="updates", user_id="sam")
@@ -269,3 +272,17 @@ def test_claims(sentence: str, attribute: str, role: str, value: str | None) -> 
 )  # fmt: skip
 def test_no_claim(sentence: str) -> None:
     assert claims_of(sentence) == []
+
+
+@pytest.mark.parametrize(
+    ("parse", "text"),
+    [
+        pytest.param(claims_of, "The user moved to Lisbon and the user works at Globex.", id="claims"),
+        pytest.param(normalise, "The user still lives in Porto now.", id="tokens"),
+    ],
+)
+def test_a_memoised_parse_hands_each_caller_its_own_list(parse: Callable[[str], list[Any]], text: str) -> None:
+    first = parse(text)
+    expected = list(first)
+    first.clear()  # a caller changing its answer must not change the next caller's (the parse is memoised)
+    assert parse(text) == expected and expected
