@@ -37,6 +37,7 @@ from ._errors import (
     StoreConflictError,
     StoreMismatchError,
     StoreNotFoundError,
+    StoreUnavailableError,
     TiermemError,
 )
 from ._filters import MAX_FILTER_VALUE, Where, checked_column, fts_cue, sql_literal, sql_timestamp
@@ -375,7 +376,7 @@ class Store:
                 return name in SPECS and pinned.count_rows() > 0
 
         if self._retry(f"restore table {name}", repair):
-            self._ensure_indexes(name)
+            self._index_committed(name)
 
     def _unrefreshed(self) -> Any:
         """A connection whose tables stay at the version they opened at (the store's check for newer ones)."""
@@ -422,6 +423,18 @@ class Store:
 
         self._retry(f"index table {name}", build)
         self._indexed.add(name)
+
+    def _index_committed(self, name: str) -> None:
+        """Index a table after a write committed to it: a failure is not the write's (its rows are in).
+
+        Another process building or replacing the same index meanwhile can fail this build with an I/O
+        error (seen on S3); the index is then left to this process's next write, or to the next full-text
+        search through LanceDB, which builds it first.
+        """
+        try:
+            self._ensure_indexes(name)
+        except (StoreUnavailableError, StoreConflictError) as exc:
+            log.warning("store %s: indexing %s left for later: %s", self.uri, name, exc)
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -490,7 +503,7 @@ class Store:
         written = self._retry(f"write to {name}", commit)
         if mode == "upsert" and written > len(rows):  # the table held an id twice (written before the key)
             self.dedupe(name, [r["id"] for r in rows])
-        self._ensure_indexes(name)
+        self._index_committed(name)
         self._after_write(name, table)
         return written
 

@@ -187,3 +187,27 @@ def test_a_compaction_that_keeps_losing_commit_races_never_fails_the_write(
     monkeypatch.undo()
     store.upsert("facts", [_fact("next")], np.ones((1, 8), dtype=np.float32))  # compacts again, for real
     assert sorted(f.id for f in store.query("facts", Where(eq=SCOPE))) == ["kept", "next"]
+
+
+def test_an_index_build_that_fails_after_the_commit_never_fails_the_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process building the same index can fail this one's build with an I/O error (CI saw it on
+    S3): the write has committed, so it stands; the next write builds the index."""
+    store = Store(str(tmp_path / "store"), embedder_id="hashing-v1-8", dimensions=8)
+    table = store.table("facts")
+    real = type(table).create_index
+
+    def racing(self: Any, *args: Any, **kwargs: Any) -> None:  # the engine's message for the failure CI saw
+        raise OSError("lance error: LanceError(IO): Generic memory error: Invalid range for object of size 1688 bytes")
+
+    monkeypatch.setattr(type(table), "create_index", racing)
+    with caplog.at_level(logging.WARNING):
+        store.upsert("facts", [_fact("kept")], np.ones((1, 8), dtype=np.float32))
+
+    assert [f.id for f in store.query("facts", Where(eq=SCOPE))] == ["kept"]
+    assert "indexing facts left for later" in caplog.text
+    monkeypatch.setattr(type(table), "create_index", real)
+    store.upsert("facts", [_fact("next")], np.ones((1, 8), dtype=np.float32))  # indexes, for real
+    assert {tuple(ix.columns) for ix in store.table("facts").list_indices()} >= {("text",), ("user_id",)}
+    assert [h.record.id for h in store.lance_text_search("facts", "kept", Where(eq=SCOPE), limit=5)] == ["kept"]
