@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["S3Server", "S3Store", "moto_server", "s3_server", "s3_store"]
+__all__ = ["S3Server", "S3Store", "moto_server", "s3_server", "s3_store", "store_at"]
 
 STARTUP = 60.0  # seconds: a bound for a slow CI machine, not an expected duration
 _REQUEST = re.compile(r'HTTP/1\.[01]\S*" \d{3} ')  # werkzeug's access log line (possibly coloured)
@@ -135,3 +135,11 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 def s3_store(s3_server: S3Server) -> S3Store:
     """An empty bucket on the session's S3 server, for one test."""
     return s3_server.bucket()
+
+
+def store_at(where: str, folder: Path, request: pytest.FixtureRequest) -> tuple[str, dict[str, str] | None]:
+    """A new store's URI and storage options: ``folder / "store"`` for "local", a fresh bucket for "s3"."""
+    if where == "s3":
+        s3: S3Store = request.getfixturevalue("s3_store")
+        return s3.uri, s3.storage_options
+    return str(folder / "store"), None

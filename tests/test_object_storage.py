@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.object_storage import S3Store
+from tests.object_storage import S3Store, store_at
 from tiermem import ConfigurationError, MemoryContext, MemorySystem, system
 from tiermem.jobs import run_janitor
 from tiermem.memory.testing import FrozenClock
@@ -130,11 +130,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
 async def test_the_pipeline_gives_the_same_results_on_a_folder_and_on_s3(
     where: str, reference: Outcome, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    if where == "s3":
-        s3: S3Store = request.getfixturevalue("s3_store")
-        store, options = s3.uri, s3.storage_options
-    else:
-        store, options = str(tmp_path / "store"), None
+    store, options = store_at(where, tmp_path, request)
 
     got = await pipeline(store, options)
 

@@ -19,7 +19,7 @@ import lancedb  # only to commit what a racing process's late create commits
 import numpy as np
 import pytest
 
-from tests.object_storage import S3Store
+from tests.object_storage import store_at
 from tests.subprocesses import run_together
 from tiermem.memory import _store_creation as creation
 from tiermem.memory._records import Alias, Fact
@@ -91,20 +91,13 @@ def _late_create(uri: str, options: dict[str, str] | None, name: str, *, stamped
     assert db.open_table(name).count_rows() == 0
 
 
-def _where(where: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[str, dict[str, str] | None]:
-    if where == "s3":
-        s3: S3Store = request.getfixturevalue("s3_store")
-        return s3.uri, s3.storage_options
-    return str(tmp_path / "store"), None
-
-
 @pytest.mark.parametrize("late", ["unstamped", "stamped"], ids=["older-tiermem", "this-tiermem"])
 @pytest.mark.parametrize("where", ["local", "s3"], ids=["local", "s3"])
 @pytest.mark.parametrize("name", list(TABLES), ids=list(TABLES))
 def test_rows_a_racing_create_overwrote_come_back(
     name: str, where: str, late: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    uri, options = _where(where, tmp_path, request)
+    uri, options = store_at(where, tmp_path, request)
     write, read = TABLES[name]
     first = _store(uri, options)
     write(first, ["r-1", "r-2"])
@@ -145,7 +138,7 @@ def test_what_happened_after_the_overwrite_stays_and_the_repair_is_done_once(tmp
 def test_a_table_rewritten_on_purpose_is_not_taken_for_a_racing_create(
     rewrite: str, where: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    uri, options = _where(where, tmp_path, request)
+    uri, options = store_at(where, tmp_path, request)
     store = _store(uri, options)
     _write_facts(store, ["r-1", "r-2"])
     store.delete("facts", Where(eq={**SCOPE}, isin={"id": ["r-2"]}))
@@ -251,7 +244,7 @@ def test_threads_opening_a_new_store_at_once_keep_every_row(
     namespace: dict[str, Any] = {}
     exec(WRITES, namespace)  # the same writes as the processes'
     for attempt in range(4 if where == "local" else 2):
-        uri, options = _where(where, tmp_path / str(attempt), request)
+        uri, options = store_at(where, tmp_path / str(attempt), request)
         failures = _write_at_once(namespace["write_all"], uri, options, [f"t{i}" for i in range(4)])
         assert failures == [], (attempt, failures)
         ids = [f"t{i}-{k}" for i in range(4) for k in range(3)]

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tests.object_storage import S3Store
+from tests.object_storage import store_at
 from tests.subprocesses import run_together
 from tiermem import ConfigurationError, StoreMismatchError, StoreNotFoundError
 from tiermem.memory._records import Fact
@@ -202,11 +202,7 @@ def test_a_meta_table_a_racing_create_overwrote_keeps_the_first_creators_embedde
     late: str, where: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """What a process that found no meta table commits when its create lands second: an Overwrite (lance#4451)."""
-    if where == "s3":
-        s3: S3Store = request.getfixturevalue("s3_store")
-        uri, options = s3.uri, s3.storage_options
-    else:
-        uri, options = str(tmp_path / "store"), None
+    uri, options = store_at(where, tmp_path, request)
     first = Store(uri, embedder_id="embedder-first", dimensions=8, storage_options=options)
     made = first.meta()
     db = lancedb.connect(uri, storage_options=options)
