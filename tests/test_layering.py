@@ -35,8 +35,9 @@ VOCABULARY = frozenset({"pydantic", "numpy"})
 COMPOSITION_ROOT = "tiermem.memory._system"
 ROOT = frozenset({COMPOSITION_ROOT, *(f"tiermem.memory._{part}" for part in ("capture", "sessions", "consolidation"))})
 ENTRY_POINTS = frozenset({"tiermem.memory._cli", "tiermem.memory._demo"})
-# Each engine is imported in exactly one adapter module, where its exceptions become ours. Engines
-# not listed here are found by the scan and held to "one module" too.
+# Each engine is imported in exactly one adapter, where its exceptions become ours: the home module
+# named here and its parts, modules named ``<home>_<part>`` beside it (``_store_meta``), so an
+# adapter can stay in modules of a readable size. Engines not listed are held to one adapter too.
 ENGINE_HOMES = {
     "lancedb": "tiermem.memory._store",
     "pyarrow": "tiermem.memory._store",
@@ -200,11 +201,37 @@ def _third_party(module: Module) -> set[str]:
 ENGINES = sorted({top for m in MODULES.values() for top in _third_party(m)} - VOCABULARY)
 
 
+def _adapter(name: str) -> str:
+    """The adapter a module belongs to: ``_store_creation`` is a part of ``_store``, ``_store`` its own."""
+    package, _, stem = name.rpartition(".")
+    homes = {home for home in ENGINE_HOMES.values() if home.rpartition(".")[0] == package}
+    for home in sorted(homes, key=len, reverse=True):
+        if stem == home.rpartition(".")[2] or stem.startswith(home.rpartition(".")[2] + "_"):
+            return home
+    return name
+
+
 @pytest.mark.parametrize("engine", ENGINES)
-def test_each_engine_is_imported_in_one_module(engine: str) -> None:
+def test_each_engine_is_imported_in_one_adapter(engine: str) -> None:
+    """An engine is spoken in one adapter: its home module and the home's parts (``_store_*``), no other."""
     importers = sorted(m.name for m in MODULES.values() if engine in _third_party(m))
-    assert len(importers) == 1, importers
-    assert importers[0] == ENGINE_HOMES.get(engine, importers[0]), f"{engine} belongs in {ENGINE_HOMES[engine]}"
+    adapters = sorted({_adapter(name) for name in importers})
+    assert len(adapters) == 1, importers
+    assert adapters[0] == ENGINE_HOMES.get(engine, adapters[0]), f"{engine} belongs in {ENGINE_HOMES[engine]}"
+
+
+@pytest.mark.parametrize(
+    ("module", "adapter"),
+    [
+        pytest.param("tiermem.memory._store", "tiermem.memory._store", id="home"),
+        pytest.param("tiermem.memory._store_meta", "tiermem.memory._store", id="part"),
+        pytest.param("tiermem.memory._stores", "tiermem.memory._stores", id="name-alike"),
+        pytest.param("tiermem.memory._llm_calls", "tiermem.memory._llm", id="other-engine-part"),
+        pytest.param("tiermem.pipelines._store_x", "tiermem.pipelines._store_x", id="other-package"),
+    ],
+)
+def test_an_adapters_parts_are_named_after_its_home(module: str, adapter: str) -> None:
+    assert _adapter(module) == adapter
 
 
 @pytest.mark.parametrize("module", _params(MODULES.values()))
