@@ -26,7 +26,7 @@ from ._lexical import query_terms
 from ._rows import Hit
 from ._vectors import VectorBlock, top_k
 
-__all__ = ["CachedSearches", "PinnedVersions", "VersionWatch", "cached_searches"]
+__all__ = ["CachedSearches", "PinnedVersions", "Pool", "VersionWatch", "cached_searches"]
 
 # How long ago a versions folder must have last changed for its state to stand for a version: a change
 # within the filesystem's timestamp granularity (a clock tick; 2 s on FAT) of the one before could leave
@@ -35,12 +35,63 @@ _SETTLED_NS = 3_000_000_000
 
 
 @dataclass(frozen=True, kw_only=True)
-class CachedSearches:
-    """The full-text and vector hits of one table within one scope, and how many rows the vector search compared."""
+class Pool:
+    """The distinct memories one table's searches found, vector hits first: what recall ranks.
 
-    text: list[Hit]
-    vector: list[Hit]
+    ``records[i]`` was stored with ``vectors[i]`` and scored ``lexical[i]`` by the full-text search
+    (0 when only the vector search found it).
+    """
+
+    records: list[Any]
+    vectors: np.ndarray
+    lexical: np.ndarray
+
+
+@dataclass(frozen=True, kw_only=True)
+class CachedSearches:
+    """One table's full-text and vector search within one scope, and how many rows the vector search compared.
+
+    Held as the pool of distinct records found plus each search's (pool position, score) in rank
+    order: recall ranks the pool, and a hit is built only for a caller that asks for the lists.
+    """
+
+    pool: Pool
+    text_at: list[tuple[int, float]]
+    vector_at: list[tuple[int, float]]
     searched: int
+
+    @classmethod
+    def of(cls, *, text: Sequence[Hit], vector: Sequence[Hit], searched: int) -> CachedSearches:
+        """The searches' hit lists (from any search) pooled: one entry per record id, a vector hit's place first."""
+        hits = {h.record.id: h for h in vector}
+        hits.update({h.record.id: h for h in text})
+        at = {rid: i for i, rid in enumerate(hits)}
+        scores = {h.record.id: h.score for h in text}
+        width = len(next(iter(hits.values())).vector) if hits else 0
+        pool = Pool(
+            records=[h.record for h in hits.values()],
+            vectors=np.stack([h.vector for h in hits.values()]) if hits else np.zeros((0, width), dtype=np.float32),
+            lexical=np.asarray([scores.get(rid, 0.0) for rid in hits], dtype=np.float64),
+        )
+        return cls(
+            pool=pool,
+            text_at=[(at[h.record.id], h.score) for h in text],
+            vector_at=[(at[h.record.id], h.score) for h in vector],
+            searched=searched,
+        )
+
+    @property
+    def text(self) -> list[Hit]:
+        """The full-text hits, best first."""
+        return self._hits(self.text_at)
+
+    @property
+    def vector(self) -> list[Hit]:
+        """The vector hits, best first."""
+        return self._hits(self.vector_at)
+
+    def _hits(self, at: Sequence[tuple[int, float]]) -> list[Hit]:
+        return [Hit(record=self.pool.records[i], score=score, vector=self.pool.vectors[i]) for i, score in at]
 
 
 class PinnedVersions:
@@ -130,12 +181,18 @@ def cached_searches(
     keep = block.mask(rest, where.isin or {}, where.ne or {})
     words = block.words().top(query_terms(text), keep, limit)
     near: Sequence[tuple[int, float]] = [] if vector is None else top_k(block, vector, keep, limit)
-
-    def hit(row: int, score: float) -> Hit:
-        return Hit(record=block.record(row, parse, parsed), score=score, vector=block.matrix[row])
-
+    # Each distinct row parsed once and its vector taken once: the pool recall ranks.
+    rows = list(dict.fromkeys([row for row, _ in near] + [row for row, _ in words]))
+    at = {row: i for i, row in enumerate(rows)}
+    scores = dict(words)
+    pool = Pool(
+        records=block.records(rows, parse, parsed),
+        vectors=block.matrix[rows] if rows else np.zeros((0, block.matrix.shape[1]), dtype=block.matrix.dtype),
+        lexical=np.asarray([scores.get(row, 0.0) for row in rows], dtype=np.float64),
+    )
     return CachedSearches(
-        text=[hit(row, score) for row, score in words],
-        vector=[hit(row, score) for row, score in near],
+        pool=pool,
+        text_at=[(at[row], score) for row, score in words],
+        vector_at=[(at[row], score) for row, score in near],
         searched=int(np.count_nonzero(keep)),
     )

@@ -121,6 +121,29 @@ def to_memory_item(
     session_seq: int = 0,
 ) -> MemoryItem:
     """The uniform view of a record, with its confidence as it stands ``now``."""
+    # Facts first: most of what recall converts.
+    if isinstance(record, Fact):
+        opts = semantic or SemanticOptions()
+        return _built(
+            MemoryItem,
+            id=record.id,
+            tier="semantic",
+            subject=record.subject,
+            text=record.text,
+            confidence=effective_confidence(record, now, half_life=opts.half_life),
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            provenance=record.provenance,
+            metadata={
+                "status": record.status,
+                "reinforcements": record.reinforcements,
+                "valid_from": _iso(record.valid_from),
+                "valid_to": _iso(record.valid_to),
+                "superseded_by": record.superseded_by,
+                **({"superseded": True} if record.status == "superseded" else {}),
+                **record.metadata,
+            },
+        )
     if isinstance(record, Edge):
         return edge_to_memory_item(record, now, half_life=semantic)
     if isinstance(record, Turn):
@@ -166,28 +189,6 @@ def to_memory_item(
                 "subjects": list(record.subjects),
                 "started_at": _iso(record.started_at),
                 "ended_at": _iso(record.ended_at),
-                **record.metadata,
-            },
-        )
-    if isinstance(record, Fact):
-        opts = semantic or SemanticOptions()
-        return _built(
-            MemoryItem,
-            id=record.id,
-            tier="semantic",
-            subject=record.subject,
-            text=record.text,
-            confidence=effective_confidence(record, now, half_life=opts.half_life),
-            created_at=record.created_at,
-            updated_at=record.updated_at,
-            provenance=record.provenance,
-            metadata={
-                "status": record.status,
-                "reinforcements": record.reinforcements,
-                "valid_from": _iso(record.valid_from),
-                "valid_to": _iso(record.valid_to),
-                "superseded_by": record.superseded_by,
-                **({"superseded": True} if record.status == "superseded" else {}),
                 **record.metadata,
             },
         )
@@ -245,11 +246,14 @@ def _conversation_context(
     """
     if options.session_weight <= 0 and options.reply_weight <= 0 and options.replied_weight <= 0:
         return relevance
+    episodic = [i for i, c in enumerate(candidates) if c.item.tier == "episodic"]
+    if not episodic:  # no turn and no session to match (a search of facts alone)
+        return relevance
     session: dict[object, float] = {}
     turn_at: dict[tuple[object, object], tuple[float, str]] = {}
-    for i, c in enumerate(candidates):
-        meta = c.item.metadata
-        if c.item.tier != "episodic" or not plausible[i]:
+    for i in episodic:
+        c, meta = candidates[i], candidates[i].item.metadata
+        if not plausible[i]:
             continue
         sid = meta.get("session_id")
         session[sid] = max(session.get(sid, 0.0), float(relevance[i]))
@@ -262,8 +266,8 @@ def _conversation_context(
         return score if said_by and said_by != speaker else 0.0
 
     out = np.array(relevance, dtype=np.float64)
-    for i, c in enumerate(candidates):
-        meta = c.item.metadata
+    for i in episodic:
+        c, meta = candidates[i], candidates[i].item.metadata
         if meta.get("kind") != "turn":
             continue
         sid, seq = meta.get("session_id"), meta.get("seq")
@@ -277,7 +281,7 @@ def _conversation_context(
 def _subject_terms(cue: str, candidates: Sequence[Candidate], aliases: Mapping[str, str]) -> frozenset[str]:
     """The cue's terms that name a subject: a word of an alias, or of a candidate's canonical subject."""
     names = {w for alias in aliases for w in words(alias)}
-    names |= {part for c in candidates for part in c.item.subject.split("-")}
+    names |= {part for subject in {c.item.subject for c in candidates} for part in subject.split("-")}
     return frozenset(stem(w) for w in words(cue) if w in names and w not in STOP_WORDS)
 
 
@@ -289,11 +293,13 @@ def _lift_replacements(
     The cue matched what a fact replaced, so it asks about what the fact now says: that fact is held
     plausible and at least as relevant as the past memory (in place, in ``relevance`` and ``plausible``).
     """
+    past = [i for i, c in enumerate(candidates) if c.item.metadata.get("superseded")]
+    if not past:
+        return {}
     position = {c.item.id: i for i, c in enumerate(candidates)}
     replaced: dict[int, list[int]] = {}
-    for i, cand in enumerate(candidates):
-        if not cand.item.metadata.get("superseded"):
-            continue
+    for i in past:
+        cand = candidates[i]
         successors = [position[r] for r in cand.item.metadata.get("replaced_by") or () if r in position]
         replaced[i] = successors
         if plausible[i]:

@@ -182,23 +182,20 @@ class Search:
         searched = 0  # memories the vector searches compared: how high "unrelated" reaches
         for table, result in searches:
             done = result if isinstance(result, CachedSearches) else result()
-            lexical = {h.record.id: h.score for h in done.text}
-            hits = {h.record.id: h for h in done.vector}
-            hits.update({h.record.id: h for h in done.text})
             searched += done.searched
-            if not hits:
+            pooled = done.pool
+            if not pooled.records:
                 continue
-            vectors = np.stack([h.vector for h in hits.values()])
-            similarity = meaning[0].similarity(meaning[1], vectors) if meaning else np.zeros(len(hits))
-            for (rid, hit), sim in zip(hits.items(), similarity, strict=True):
-                found[(table, rid)] = Candidate(
-                    item=self.item(hit.record, now, session_seq),
-                    similarity=float(sim),
-                    lexical=lexical.get(rid, 0.0),
+            similarity = meaning[0].similarity(meaning[1], pooled.vectors) if meaning else np.zeros(len(pooled.records))
+            for record, sim, lex in zip(pooled.records, similarity.tolist(), pooled.lexical.tolist(), strict=True):
+                found[(table, record.id)] = Candidate(
+                    item=self.item(record, now, session_seq),
+                    similarity=sim,
+                    lexical=lex,
                     # isinstance, not getattr with a default: a pydantic model's missing attribute
                     # raises inside its __getattr__ (6 us, twice per candidate of every recall).
-                    context=hit.record.context if isinstance(hit.record, Turn) else "",
-                    keys=hit.record.keys if isinstance(hit.record, WorkingEntry | Fact) else (),
+                    context=record.context if isinstance(record, Turn) else "",
+                    keys=record.keys if isinstance(record, WorkingEntry | Fact) else (),
                 )
         query_vector = meaning[1] if meaning else None
         self._mark_past(ctx, query_vector, now, found, canon, allowed if "semantic" in chosen else {})
@@ -228,7 +225,7 @@ class Search:
         vector_job = _SEARCHES.submit(store.vector_search, table, meaning[1], scoped, limit=pool) if meaning else None
 
         def result() -> CachedSearches:
-            return CachedSearches(
+            return CachedSearches.of(
                 text=lexical_job.result(),
                 vector=vector_job.result() if vector_job else [],
                 searched=store.searched(table, scoped) if meaning else 0,

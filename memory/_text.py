@@ -66,7 +66,8 @@ _SUFFIXES = ("ing", "ed", "es", "s", "ly")
 
 def fold(text: str) -> str:
     """Lowercase, with typographic apostrophes made plain."""
-    return text.lower().translate(_QUOTES)
+    lowered = text.lower()
+    return lowered if lowered.isascii() else lowered.translate(_QUOTES)  # the quotes are not ASCII
 
 
 def tokens(text: str) -> list[str]:
@@ -91,7 +92,13 @@ def stem(word: str) -> str:
 def content_terms(text: str, *, ignore: Iterable[str] = ()) -> list[str]:
     """Stemmed content words in order, with repeats: no stop words, no single letters, none of ``ignore``."""
     skip = set(ignore)
-    return [stem(w) for w in words(text) if len(w) > 1 and w not in STOP_WORDS and w not in skip]
+    return [term for w in words(text) if w not in skip and (term := _content_term(w)) is not None]
+
+
+@lru_cache(maxsize=1 << 16)
+def _content_term(word: str) -> str | None:
+    """A word's stem, or None for a stop word or a single letter. Cached: words repeat far more than texts."""
+    return stem(word) if len(word) > 1 and word not in STOP_WORDS else None
 
 
 @lru_cache(maxsize=1 << 16)

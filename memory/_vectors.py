@@ -77,18 +77,28 @@ class VectorBlock:
     def record(self, row: int, parse: Callable[[str], Any], known: Mapping[str, Any] | None = None) -> Any:
         """The record of ``row``: from ``known`` (by id, parsed elsewhere at this block's version), else parsed on
         first use and kept."""
-        key = str(self.columns["id"][row])
-        if known is not None and (given := known.get(key)) is not None:
-            return given
-        found = self.parsed.get(key)
-        if found is None:
-            found = parse(str(self.columns["record"][row]))
-            self.parsed[key] = found
-            while len(self.parsed) > _PARSED:
-                self.parsed.popitem(last=False)
-        else:
-            with contextlib.suppress(KeyError):  # another thread's search may have just dropped it
-                self.parsed.move_to_end(key)
+        return self.records([row], parse, known)[0]
+
+    def records(
+        self, rows: Sequence[int], parse: Callable[[str], Any], known: Mapping[str, Any] | None = None
+    ) -> list[Any]:
+        """The records of ``rows``, in order (see :meth:`record`)."""
+        keys: list[str] = self.columns["id"][list(rows)].tolist()
+        found: list[Any] = []
+        for row, key in zip(rows, keys, strict=True):
+            if known is not None and (given := known.get(key)) is not None:
+                found.append(given)
+                continue
+            kept = self.parsed.get(key)
+            if kept is None:
+                kept = parse(str(self.columns["record"][row]))
+                self.parsed[key] = kept
+                while len(self.parsed) > _PARSED:
+                    self.parsed.popitem(last=False)
+            else:
+                with contextlib.suppress(KeyError):  # another thread's search may have just dropped it
+                    self.parsed.move_to_end(key)
+            found.append(kept)
         return found
 
     @cached_property

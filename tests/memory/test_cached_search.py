@@ -87,6 +87,26 @@ def test_one_call_returns_what_the_single_searches_return(store: Store, where: W
     assert no_vector is not None and no_vector.vector == []
 
 
+
+@pytest.mark.parametrize("where", WHERES, ids=["user", "active", "subject", "ids-and-ne"])
+@pytest.mark.parametrize("cue", ["Lisbon", "tennis with Moni", "nothing matches"], ids=["word", "words", "no-match"])
+def test_the_pool_is_the_engines_hits_pooled(store: Store, where: Where, cue: str) -> None:
+    """What recall ranks from the block is what it would rank from the engine's two searches."""
+    store.text_search("facts", cue, where, limit=3)  # loads the user's rows and words
+    query = np.random.default_rng(7).standard_normal(DIMS).astype(np.float32)
+    found = store.cached_searches("facts", cue, query, where, limit=3)
+    assert found is not None
+    text, vector = store.text_search("facts", cue, where, limit=3), store.vector_search("facts", query, where, limit=3)
+    engine = _cached_search.CachedSearches.of(text=text, vector=vector, searched=found.searched).pool
+    ids = [r.id for r in found.pool.records]
+    assert ids == [r.id for r in engine.records]
+    assert ids == list(dict.fromkeys([h.record.id for h in vector] + [h.record.id for h in text]))  # vector hits first
+    assert found.pool.lexical.tolist() == engine.lexical.tolist()
+    assert found.pool.lexical.tolist() == [next((h.score for h in text if h.record.id == i), 0.0) for i in ids]
+    assert np.array_equal(found.pool.vectors, engine.vectors)
+    assert found.pool.vectors.shape == (len(ids), DIMS)
+
+
 @pytest.mark.parametrize("where", WHERES, ids=["user", "active", "subject", "ids-and-ne"])
 def test_records_parsed_elsewhere_are_used_as_given_and_change_nothing(store: Store, where: Where) -> None:
     store.text_search("facts", "Lisbon", where, limit=3)  # loads the user's rows and words

@@ -1,0 +1,37 @@
+"""The project's light analysis of text (recall's coverage and subject terms, the rules model's words)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiermem.memory._text import content_terms, fold, terms
+
+
+@pytest.mark.parametrize(
+    ("text", "ignore", "expected"),
+    [
+        pytest.param("She went hiking; he hikes.", (), ["went", "hik", "hik"], id="stems-with-repeats"),
+        pytest.param("I have a cat and a dog", (), ["cat", "dog"], id="stop-words-and-letters-out"),
+        pytest.param("Caroline\u2019s dog isn\u2019t here", (), ["carolin", "dog"], id="typographic-apostrophes"),
+        pytest.param("Moni plays tennis with Moni", ("moni",), ["play", "tenni"], id="ignored-words"),
+        pytest.param("Lisbon — trams ☕", (), ["lisbon", "tram"], id="not-ascii"),
+        pytest.param("", (), [], id="empty"),
+    ],
+)
+def test_content_terms(text: str, ignore: tuple[str, ...], expected: list[str]) -> None:
+    assert content_terms(text, ignore=ignore) == expected
+    assert content_terms(text, ignore=ignore) == expected  # the per-word memo answers the same the second time
+    assert terms(text) == frozenset(content_terms(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("Don\u2019t", "don't", id="right-quote"),
+        pytest.param("\u2018Hi\u2019", "'hi'", id="left-and-right"),
+        pytest.param("It\u02bcs", "it's", id="modifier-letter"),
+        pytest.param("PLAIN ascii", "plain ascii", id="ascii"),
+    ],
+)
+def test_fold(text: str, expected: str) -> None:
+    assert fold(text) == expected
