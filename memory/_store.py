@@ -19,7 +19,6 @@ engine calls in :func:`~._store_errors.engine_errors`.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -27,25 +26,23 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from lancedb.query import FullTextOperator, MultiMatchQuery
 from pydantic import BaseModel
 
-from ._cached_search import CachedSearches, cached_searches
+from ._cached_search import CachedSearches
 from ._commits import CommitRetry
 from ._errors import ConfigurationError, StoreNotFoundError
-from ._filters import MAX_FILTER_VALUE, Where, fts_cue, sql_literal
-from ._lexical import query_terms
-from ._rows import SPECS, Hit, TableName, records_in
-from ._store_errors import engine_errors as _engine_errors
+from ._filters import MAX_FILTER_VALUE, Where, sql_literal
+from ._rows import Hit, TableName
 from ._store_leases import LeaseTable
 from ._store_maintenance import Maintenance
 from ._store_meta import REEMBEDDING, SCHEMA_VERSION
 from ._store_meta_table import MetaTable, stored_meta
 from ._store_reads import Reads
+from ._store_search import Searches
 from ._store_tables import Tables, local_uri
 from ._store_versions import Versions
 from ._store_writes import Writes
-from ._vectors import COLUMNS, VectorBlock, VectorCache, column_array, top_k
+from ._vectors import VectorCache
 
 __all__ = [
     "MAX_FILTER_VALUE",
@@ -62,7 +59,6 @@ __all__ = [
 ]
 
 _COMMIT_RETRY = CommitRetry()
-_HIT_COLUMNS = ["id", "record", "vector"]
 
 
 class Store:
@@ -111,11 +107,7 @@ class Store:
         self._writes = Writes(tables, self._maintenance)
         self._reads = Reads(tables)
         self._versions = Versions(tables, read_consistency)
-        # The searches' state, here until they move to a part of their own.
-        self._pins = self._versions.pins
-        self._indexed = tables.indexed
-        self._loads: dict[tuple[str, str, str], threading.Lock] = {}
-        self._oversize: set[tuple[str, str, str]] = set()
+        self._search = Searches(tables, self._versions, self._reads)
         self._lease_table = LeaseTable(tables, self._maintenance)
         self._meta.check()
 
@@ -250,88 +242,21 @@ class Store:
         """Within the block, this thread reads each table's version once (one recall: one check per table)."""
         return self._versions.pins.pinned()
 
-    # -- searches (what they use of the parts, until they move to a part of their own) --------
-
-    def _engine_version(self, name: str) -> int:
-        return self._versions.engine_version(name)
-
-    def _ensure_indexes(self, name: str) -> None:
-        self._tables.ensure_indexes(name)
-
-    def _records(self, name: str, rows: list[dict[str, Any]]) -> list[Any]:
-        return records_in(name, rows)
+    # -- searches ---------------------------------------------------------------------------
 
     def vector_search(self, name: TableName, vector: np.ndarray, where: Where, *, limit: int) -> list[Hit]:
         """Nearest records by cosine within ``where``; the score is the cosine similarity.
 
         Searches the user's cached vectors when ``where`` names one user (the usual case), else LanceDB.
         """
-        namespace, user = where.eq.get("namespace"), where.eq.get("user_id")
-        if namespace is None or user is None or self._vectors.max_bytes <= 0:
-            return self._lance_vector_search(name, vector, where, limit=limit)
-        key = (name, namespace, user)
-        with _engine_errors(f"search {name}"):
-            block = self._cached_block(key)
-        rest = {k: v for k, v in where.eq.items() if k not in ("namespace", "user_id")}
-        keep = block.mask(rest, where.isin or {}, where.ne or {})
-        parse = SPECS[name].model.model_validate_json
-        return [
-            Hit(record=block.record(row, parse), score=score, vector=block.matrix[row])
-            for row, score in top_k(block, vector, keep, limit)
-        ]
+        return self._search.vector_search(name, vector, where, limit=limit)
 
     def searched(self, name: TableName, where: Where) -> int:
         """How many rows a vector search within ``where`` compares (recall's gate needs how many it searched).
 
         Free after a vector search of one user's rows (their vectors are cached), else a count.
         """
-        namespace, user = where.eq.get("namespace"), where.eq.get("user_id")
-        block = self._vectors.peek((name, namespace, user)) if namespace is not None and user is not None else None
-        if block is not None:
-            rest = {k: v for k, v in where.eq.items() if k not in ("namespace", "user_id")}
-            return int(block.mask(rest, where.isin or {}, where.ne or {}).sum())
-        return self.count(name, where)
-
-    def _cached_block(self, key: tuple[str, str, str]) -> VectorBlock:
-        """The user's block at the table's current version, loaded once however many searches ask at once."""
-
-        def current() -> int:
-            return self._engine_version(key[0])
-
-        block = self._vectors.get(key, self._pins.read(key[0], current))
-        if block is None:  # stale, or a write of this process moved it since pinned: check the engine again
-            version = self._pins.refresh(key[0], current)
-            with self._loads.setdefault(key, threading.Lock()):  # recall's text and vector searches run together
-                block = self._vectors.get(key, version) or self._load_block(*key, version)
-        return block
-
-    def _load_block(self, name: str, namespace: str, user: str, version: int) -> VectorBlock:
-        where = Where(eq={"namespace": namespace, "user_id": user})
-        rows = self.table(name).search().where(where.sql()).select([*COLUMNS, "vector"]).limit(None).to_arrow()
-        vectors = rows.column("vector").to_numpy(zero_copy_only=False)
-        matrix = np.stack(vectors).astype(np.float32) if len(vectors) else np.zeros((0, self.dimensions), np.float32)
-        block = VectorBlock(
-            version=version,
-            columns={c: column_array(c, rows.column(c).to_pylist()) for c in COLUMNS},
-            matrix=matrix,
-        )
-        self._vectors.put((name, namespace, user), block)
-        if self._vectors.peek((name, namespace, user)) is not block:  # over the budget: full-text search goes to
-            self._oversize.add((name, namespace, user))  # the engine rather than load these rows twice a query
-        return block
-
-    def _lance_vector_search(self, name: TableName, vector: np.ndarray, where: Where, *, limit: int) -> list[Hit]:
-        with _engine_errors(f"search {name}"):
-            rows = (
-                self.table(name)
-                .search(vector.astype(np.float32), vector_column_name="vector")
-                .distance_type("cosine")
-                .where(where.sql(), prefilter=True)
-                .select([*_HIT_COLUMNS, "_distance"])
-                .limit(limit)
-                .to_list()
-            )
-        return self._hits(name, rows, lambda row: 1.0 - float(row["_distance"]))
+        return self._search.searched(name, where)
 
     def text_search(self, name: TableName, text: str, where: Where, *, limit: int) -> list[Hit]:
         """Full-text (BM25, stemmed, stop words removed) matches within ``where``.
@@ -340,35 +265,7 @@ class Store:
         Searches the user's cached words when ``where`` names one user and their index fits the
         vector cache's budget (see :mod:`._lexical`), else LanceDB's full-text index.
         """
-        block = self._lexical_block(name, where)
-        if block is not None:
-            keep = block.mask(_rest(where), where.isin or {}, where.ne or {})
-            parse = SPECS[name].model.model_validate_json
-            return [
-                Hit(record=block.record(row, parse), score=score, vector=block.matrix[row])
-                for row, score in block.words().top(query_terms(text), keep, limit)
-            ]
-        return self.lance_text_search(name, text, where, limit=limit)
-
-    def _lexical_block(self, name: TableName, where: Where) -> VectorBlock | None:
-        """The cached block of the one user ``where`` names, its BM25 index built; None when it cannot serve."""
-        namespace, user = where.eq.get("namespace"), where.eq.get("user_id")
-        if namespace is None or user is None or self._vectors.max_bytes <= 0:
-            return None
-        key = (name, namespace, user)
-        if key in self._oversize:
-            return None
-        with _engine_errors(f"full-text search {name}"):
-            block = self._cached_block(key)
-        if self._vectors.peek(key) is not block:  # too big for the cache even without its words
-            return None
-        if block.lexical is None and not block.lexical_refused:
-            block.words()
-            if block.nbytes > self._vectors.max_bytes:  # too big with its words: vectors only, the engine for words
-                block.lexical, block.lexical_refused = None, True
-            else:
-                self._vectors.put(key, block)  # it grew: the least recently used others may go
-        return None if block.lexical_refused else block
+        return self._search.text_search(name, text, where, limit=limit)
 
     def cached_searches(
         self,
@@ -385,40 +282,11 @@ class Store:
 
         ``parsed``: records of the table at that version by id, already parsed (the caller's), used as they are.
         """
-        namespace, user = where.eq.get("namespace"), where.eq.get("user_id")
-        if namespace is None or user is None or self._vectors.max_bytes <= 0:
-            return None
-        with _engine_errors(f"search {name}"):
-            version = self._pins.read(name, lambda: self._engine_version(name))
-        block = self._vectors.get((name, namespace, user), version)
-        if block is None or block.lexical is None or block.lexical_refused:
-            return None
-        parse = SPECS[name].model.model_validate_json
-        return cached_searches(block, parse, where, text, vector, limit=limit, parsed=parsed)
+        return self._search.cached_searches(name, text, vector, where, limit=limit, parsed=parsed)
 
     def lance_text_search(self, name: TableName, text: str, where: Where, *, limit: int) -> list[Hit]:
         """Full-text search through LanceDB's index (any scope; what the cached words stand in for)."""
-        cue = fts_cue(text)
-        if not cue or (name not in self._indexed and self.count(name) == 0):
-            return []
-        self._ensure_indexes(name)
-        with _engine_errors(f"full-text search {name}"):
-            rows = (
-                self.table(name)
-                .search(_fts_query(cue), query_type="fts")
-                .where(where.sql(), prefilter=True)
-                .select([*_HIT_COLUMNS, "_score"])
-                .limit(limit)
-                .to_list()
-            )
-        return self._hits(name, rows, lambda row: float(row["_score"]))
-
-    def _hits(self, name: str, rows: list[dict[str, Any]], score: Any) -> list[Hit]:
-        records = self._records(name, rows)
-        return [
-            Hit(record=rec, score=score(row), vector=np.asarray(row["vector"], dtype=np.float32))
-            for rec, row in zip(records, rows, strict=True)
-        ]
+        return self._search.lance_text_search(name, text, where, limit=limit)
 
     # -- maintenance ------------------------------------------------------------------------
 
@@ -478,13 +346,3 @@ class Store:
     def lease_row(self, key: str) -> dict[str, Any] | None:
         """The lease row of ``key`` (id, holder, token, expires_at), or None."""
         return self._lease_table.lease_row(key)
-
-
-def _rest(where: Where) -> dict[str, str]:
-    """The equality tests of ``where`` beyond the user's scope (a cached block holds one user)."""
-    return {k: v for k, v in where.eq.items() if k not in ("namespace", "user_id")}
-
-
-def _fts_query(cue: str) -> MultiMatchQuery:
-    """Both columns, as plain words: a query object, so nothing in the cue is parsed as syntax."""
-    return MultiMatchQuery(cue, ["text", "context"], boosts=[1.0, 1.0], operator=FullTextOperator.OR)
