@@ -26,9 +26,10 @@ Configurations, interleaved run by run (``--runs``, default 3; medians reported,
 ``library``: the library default), interleaved; each row's ratio is to the journal baseline of its embedder.
 
 ``turns/s`` is end to end: the whole ``import_conversations`` call (or the whole journal loop) over the
-history's turns. ``commits / turn`` counts the store's commits (``Store._write``, ``delete``, ``dedupe``, lease
-``claim``/``unclaim`` and their ``_many`` forms), ``reads / turn`` its reads (``query`` (``get`` included),
-``count``, ``column_values``, ``vector_search``, ``text_search``, ``lease_row``), both counted by wrapping the
+history's turns. ``commits / turn`` counts the store's commits (record writes: ``upsert``, ``insert``,
+``insert_absent``; ``delete``, ``dedupe``, lease ``claim``/``unclaim`` and their ``_many`` forms),
+``reads / turn`` its reads (``query`` (``get`` included), ``count``, ``column_values``, ``vector_search``,
+``text_search``, ``lease_row``), both counted by wrapping the
 run's store. ``--profile`` also
 runs one ``rules c1`` import under cProfile (the event loop's thread and every worker thread) and reports where
 the time goes.
@@ -102,8 +103,17 @@ CONFIGS = ("journal bulk", "journal per turn", "rules c1", "rules c8", "fake 200
 PACKAGES = ("lancedb", "litellm", "pyarrow", "onnxruntime", "pydantic")
 GROUPS = {"journal": CONFIGS[:2], "rules": CONFIGS[2:4], "fake": CONFIGS[4:5]}
 BASELINE = "journal bulk"
-COMMITS = ("_write", "delete", "dedupe", "claim", "unclaim", "claim_many", "unclaim_many")
+COMMITS = ("write", "delete", "dedupe", "claim", "unclaim", "claim_many", "unclaim_many")
 READS = ("query", "count", "column_values", "vector_search", "text_search", "lease_row")
+# The part of the store each is counted on (else the store itself): the one every call of it goes through,
+# the store's own calls included (a write's dedupe, ``get``'s query, a search's count, ``claim_many``'s rows).
+STORE_PARTS = {
+    "write": "_writes",
+    "dedupe": "_tables",
+    "query": "_reads",
+    "count": "_reads",
+    "lease_row": "_lease_table",
+}
 
 
 # -- workload -----------------------------------------------------------------------------------
@@ -267,29 +277,20 @@ def _timed(result: RunResult, phase: str, fn: Callable[..., Any]) -> Callable[..
 
 
 def _count_store_calls(mem: MemorySystem, result: RunResult) -> None:
-    """Count the run's commits and reads (instance attributes shadow the store's methods; thread-safe enough:
-    a lost increment under a race only undercounts by one)."""
+    """Count the run's commits and reads (instance attributes shadow the methods of the store and its parts,
+    :data:`STORE_PARTS`; thread-safe enough: a lost increment under a race only undercounts by one)."""
     store = mem.store
     lock = threading.Lock()
     for name in (*COMMITS, *READS):
-        if name == "query":
-            continue
-        real = getattr(store, name)
+        owner = getattr(store, STORE_PARTS[name]) if name in STORE_PARTS else store
+        real = getattr(owner, name)
 
         def counted(*args: Any, _name: str = name, _real: Any = real, **kwargs: Any) -> Any:
             with lock:
                 result.calls[_name] = result.calls.get(_name, 0) + 1
             return _real(*args, **kwargs)
 
-        setattr(store, name, counted)
-    real_query = store.query
-
-    def query(*args: Any, **kwargs: Any) -> Any:  # ``get`` reads through ``query``: counted once
-        with lock:
-            result.calls["query"] = result.calls.get("query", 0) + 1
-        return real_query(*args, **kwargs)
-
-    store.query = query  # type: ignore[method-assign]
+        setattr(owner, name, counted)
 
 
 class _Recording:
@@ -430,8 +431,9 @@ class _ProfiledExecutor(concurrent.futures.ThreadPoolExecutor):
 # the store never embeds, the embedder never touches the store, the rules never do either).
 PROFILE_GROUPS: dict[str, list[tuple[str, str]]] = {
     "embedding (embedder.embed)": [("_embedders.py", "embed")],
-    "LanceDB commits (Store._write, delete, dedupe, leases, compaction)": [
-        ("_store.py", n) for n in ("_write", "delete", "dedupe", "claim", "unclaim", "claim_many", "unclaim_many")
+    "LanceDB commits (Store's writes, delete, dedupe, leases, compaction)": [
+        ("_store_writes.py", "write"),
+        *(("_store.py", n) for n in ("delete", "dedupe", "claim", "unclaim", "claim_many", "unclaim_many")),
     ],
     "reads (Store.query, get, count, column_values, keys, counts, searches)": [
         ("_store.py", n)
@@ -515,7 +517,7 @@ def profile_import(hist: list[dict[str, Any]], speaker: str, embedder: Embedder,
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     ours = re.compile(r"(/memory/|/pipelines/|/prompts/|lancedb|onnxruntime|tokenizers|_embedders)")
-    skip = {"import_conversations", "one", "wrapper", "run_blocking", "<module>", "_retry", "retry_conflicts"}
+    skip = {"import_conversations", "one", "wrapper", "run_blocking", "<module>", "retry", "retry_conflicts"}
     rows = sorted(
         ((k, v) for k, v in raw.items() if ours.search(k[0]) and k[2] not in skip and "background_loop" not in k[0]),
         key=lambda kv: -kv[1][3],
@@ -529,11 +531,11 @@ def profile_import(hist: list[dict[str, Any]], speaker: str, embedder: Embedder,
     lines += ["", "Calls per turn of the store and embedder entry points:", ""]
     counts = []
     for file, name in [
-        ("_store.py", "_write"),
-        ("_store.py", "query"),
+        ("_store_writes.py", "write"),
+        ("_store_reads.py", "query"),
         ("_store.py", "get"),
-        ("_store.py", "count"),
-        ("_store.py", "_after_write"),
+        ("_store_reads.py", "count"),
+        ("_store_maintenance.py", "after_write"),
         ("_embedders.py", "embed"),
         ("_tiers.py", "aliases"),
         ("_tiers.py", "known_subjects"),

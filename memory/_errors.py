@@ -30,10 +30,10 @@ Everything tiermem raises on purpose derives from :class:`TiermemError`::
             └── ModelServerError            5xx: the provider failed (500, 502, 503)
 
 litellm's exceptions become these in one place, ``tiermem.memory._llm.map_model_error``; LanceDB's,
-pyarrow's and the OS's in ``tiermem.memory._store`` (their kinds told apart in ``_store_errors``).
-An exception of a type neither maps (a bug, ours or a library's) propagates unchanged instead of
-being disguised as "model failed" or "store failed". A plain :class:`ModelError` (neither
-permanent nor transient) is retried like a transient one.
+pyarrow's and the OS's in ``tiermem.memory._store_errors.engine_errors``, around every engine call of
+the store and its parts. An exception of a type neither maps (a bug, ours or a library's) propagates
+unchanged instead of being disguised as "model failed" or "store failed". A plain :class:`ModelError`
+(neither permanent nor transient) is retried like a transient one.
 """
 
 from __future__ import annotations

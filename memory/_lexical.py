@@ -31,7 +31,7 @@ from ._text import STOP_WORDS
 
 __all__ = ["FIELDS", "LexicalIndex", "query_terms"]
 
-# The columns the store's full-text index covers (``_fts_query`` in _store.py), with equal boosts.
+# The columns the store's full-text index covers (``_fts_query`` in _store_search.py), with equal boosts.
 FIELDS = ("text", "context")
 # BM25 constants: the engine's (Lance / tantivy) defaults.
 _K1 = 1.2

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from ._records import Alias, Digest, Edge, Episode, Fact, Turn, WorkingEntry
 from ._vectors import COLUMNS
 
-__all__ = ["SPECS", "Hit", "TableName", "duplicate_losers", "per_user", "row", "search_context", "unique"]
+__all__ = ["SPECS", "Hit", "TableName", "duplicate_losers", "per_user", "records_in", "row", "search_context", "unique"]
 
 TableName = Literal["working", "episodes", "facts", "digests", "edges", "turns", "aliases"]
 R = TypeVar("R", bound=BaseModel)
@@ -82,6 +82,12 @@ def row(record: BaseModel, vector: np.ndarray | None) -> dict[str, Any]:
     if vector is not None:
         out["vector"] = vector
     return out
+
+
+def records_in(name: str, rows: list[dict[str, Any]]) -> list[Any]:
+    """The records that rows of table ``name`` hold (their ``record`` column, parsed): :func:`row` undone."""
+    model = SPECS[name].model
+    return [model.model_validate_json(r["record"]) for r in rows]
 
 
 def unique(ids: Sequence[str], *, last: bool) -> list[int]:

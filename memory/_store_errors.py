@@ -1,17 +1,22 @@
 """Which :class:`StoreError` an exception from LanceDB, Arrow or the OS is, by its type and message.
 
 LanceDB's Rust core reaches Python as builtin exceptions (ValueError, RuntimeError, OSError) whose
-message names the engine's error; these patterns tell its kinds apart. The store wraps every engine
-call in a context that raises what this module decides (see ``_engine_errors`` in :mod:`._store`).
+message names the engine's error; these patterns tell its kinds apart. Every part of the store
+(:mod:`._store` and its ``_store_*`` modules) wraps its engine calls in :func:`engine_errors`, which
+raises what this module decides.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 
-from ._errors import StoreConflictError, StoreError, StoreNotFoundError, StoreUnavailableError
+from lancedb.remote.errors import LanceDBClientError
 
-__all__ = ["store_error_type"]
+from ._errors import StoreConflictError, StoreError, StoreNotFoundError, StoreUnavailableError, TiermemError
+
+__all__ = ["engine_errors", "store_error_type"]
 
 # "incompatible with concurrent transaction": Lance would not rebase the write onto a commit that won (an
 # update onto another process's Overwrite); nothing was committed, so it is a lost race to retry like the rest.
@@ -26,7 +31,7 @@ def store_error_type(exc: Exception, *, unavailable: tuple[type[Exception], ...]
     """Which StoreError ``exc`` is, or None for an exception of no known kind.
 
     ``unavailable``: the engine's own exception types that mean "could not reach the store" (its
-    remote client's errors), passed in by the one module that imports the engine.
+    remote client's errors), passed in by :func:`engine_errors`.
     """
     text = str(exc)
     if isinstance(exc, (ValueError, RuntimeError, OSError)) and _CONFLICT.search(text):
@@ -40,3 +45,21 @@ def store_error_type(exc: Exception, *, unavailable: tuple[type[Exception], ...]
     if isinstance(exc, (OSError, *unavailable)):  # disk, permissions, network; pyarrow's ArrowIOError too
         return StoreUnavailableError
     return None
+
+
+@contextlib.contextmanager
+def engine_errors(action: str) -> Iterator[None]:
+    """Map what LanceDB / Arrow / the OS raise to StoreError subclasses, per kind.
+
+    Our own errors pass through; an exception of no known kind (a bug, ours or the engine's)
+    propagates unchanged rather than as a vague "store failed".
+    """
+    try:
+        yield
+    except TiermemError:
+        raise
+    except Exception as exc:
+        error_type = store_error_type(exc, unavailable=(LanceDBClientError,))
+        if error_type is None:
+            raise
+        raise error_type(f"store failed to {action}: {exc}") from exc

@@ -73,13 +73,22 @@ class ThreadNotingEmbedder:
 
 
 class ThreadNotingStore(Store):
-    """The real LanceDB store; every table access (each read and write goes through one) notes its thread."""
+    """The real LanceDB store; every table access (each read and write goes through one) notes its thread.
+
+    Every part of the store opens its tables through the one ``Tables.table`` it shares, so the note is there.
+    """
 
     threads: list[threading.Thread]
 
-    def table(self, name: str) -> Any:
-        self.threads.append(threading.current_thread())
-        return super().table(name)
+    def __init__(self, uri: str, **options: Any) -> None:
+        super().__init__(uri, **options)
+        table = self._tables.table
+
+        def noting(name: str) -> Any:
+            self.threads.append(threading.current_thread())
+            return table(name)
+
+        self._tables.table = noting  # type: ignore[method-assign]
 
 
 async def test_no_store_or_embedder_call_runs_on_the_event_loop(tmp_path: Path, clock: FrozenClock) -> None:

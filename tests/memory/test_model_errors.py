@@ -44,7 +44,8 @@ from tiermem import (
     system,
 )
 from tiermem.memory._llm import LLM, install_fake_embedder, install_fake_provider, map_model_error
-from tiermem.memory._store import Store, Where, _engine_errors
+from tiermem.memory._store import Store, Where
+from tiermem.memory._store_errors import engine_errors
 from tiermem.memory._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 from tiermem.pipelines import LLMStages
@@ -501,7 +502,7 @@ ENGINE_ERRORS: list[tuple[str, Exception, type[StoreError]]] = [
     ("raised", "expected"), [(r, e) for _, r, e in ENGINE_ERRORS], ids=[name for name, _, _ in ENGINE_ERRORS]
 )
 def test_engine_errors_map_to_store_errors_per_kind(raised: Exception, expected: type[StoreError]) -> None:
-    with pytest.raises(StoreError) as caught, _engine_errors("write to facts"):
+    with pytest.raises(StoreError) as caught, engine_errors("write to facts"):
         raise raised
 
     assert type(caught.value) is expected
@@ -514,7 +515,7 @@ def test_engine_errors_map_to_store_errors_per_kind(raised: Exception, expected:
     ids=["invalid-filter", "key-error", "type-error"],
 )
 def test_an_unknown_engine_error_propagates_unchanged(raised: Exception) -> None:
-    with pytest.raises(type(raised)) as caught, _engine_errors("read facts"):
+    with pytest.raises(type(raised)) as caught, engine_errors("read facts"):
         raise raised
 
     assert caught.value is raised

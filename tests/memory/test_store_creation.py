@@ -23,8 +23,9 @@ from tests.object_storage import store_at
 from tests.subprocesses import run_together
 from tiermem.memory import _store_creation as creation
 from tiermem.memory._records import Alias, Fact
-from tiermem.memory._store import _LEASE_SCHEMA, Store, Where
+from tiermem.memory._store import Store, Where
 from tiermem.memory._store_creation import GONE, Stamp, clobbered, is_settled
+from tiermem.memory._store_leases import LEASE_SCHEMA
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 SCOPE = {"namespace": "default", "user_id": "u-1"}
@@ -291,8 +292,8 @@ def test_a_leases_table_made_before_stamps_still_opens_as_an_older_tiermem_opens
     uri = str(tmp_path / "store")
     _store(uri, None)
     db = lancedb.connect(uri)
-    db.create_table("leases", schema=_LEASE_SCHEMA)  # as an older tiermem made it, unstamped
+    db.create_table("leases", schema=LEASE_SCHEMA)  # as an older tiermem made it, unstamped
     store = _store(uri, None)
     _write_leases(store, ["r-1"])
     assert _read_leases(_store(uri, None)) == ["r-1"]
-    db.create_table("leases", schema=_LEASE_SCHEMA, exist_ok=True)  # what an older tiermem calls on every open
+    db.create_table("leases", schema=LEASE_SCHEMA, exist_ok=True)  # what an older tiermem calls on every open
