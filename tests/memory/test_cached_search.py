@@ -87,7 +87,6 @@ def test_one_call_returns_what_the_single_searches_return(store: Store, where: W
     assert no_vector is not None and no_vector.vector == []
 
 
-
 @pytest.mark.parametrize("where", WHERES, ids=["user", "active", "subject", "ids-and-ne"])
 @pytest.mark.parametrize("cue", ["Lisbon", "tennis with Moni", "nothing matches"], ids=["word", "words", "no-match"])
 def test_the_pool_is_the_engines_hits_pooled(store: Store, where: Where, cue: str) -> None:
