@@ -58,7 +58,8 @@ import tiermem as memory
 from tiermem.memory._embedder_names import resolve_embedder
 from tiermem.memory._filters import fts_cue
 from tiermem.memory._recall import BACKGROUND
-from tiermem.memory._store import Store, Where, _fts_query
+from tiermem.memory._store import Store, Where
+from tiermem.memory._store_search import _fts_query
 from tiermem.memory._text import content_terms
 
 NAMESPACE = "bench"
