@@ -131,6 +131,8 @@ def test_every_async_method_of_the_facade_is_a_coroutine_function() -> None:
 BLOCKING = {"store", "tiers", "relations", "search", "embedder"}
 ASYNC_MODULES = [
     "memory/_system.py",
+    "memory/_system_write_side.py",
+    "memory/_system_retries.py",
     "memory/_capability.py",
     "memory/_relations.py",
     "jobs/_janitor.py",
