@@ -1,11 +1,12 @@
-"""The scope of a repository call: the caller's checked ``MemoryContext`` and the columns it confines to."""
+"""The scope of a call, checked: the caller's ``MemoryContext``, the columns it confines a read or write to,
+and the plain string arguments of the read API."""
 
 from __future__ import annotations
 
 from ._errors import InvalidArgumentError
 from ._records import MemoryContext
 
-__all__ = ["checked_context", "scope"]
+__all__ = ["checked_context", "checked_string", "scope"]
 
 
 def checked_context(ctx: object, *, session: str | None = None) -> MemoryContext:
@@ -21,3 +22,10 @@ def scope(ctx: MemoryContext) -> dict[str, str]:
     """The columns that confine a read or write to one user (checked: every repository call passes here)."""
     checked_context(ctx)
     return {"namespace": ctx.namespace, "user_id": ctx.user_id}
+
+
+def checked_string(value: object, what: str) -> str:
+    """``value`` if it is a string (``what`` names the argument in the error)."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{what} must be a string, not {type(value).__name__}")
+    return value

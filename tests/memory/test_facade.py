@@ -134,6 +134,8 @@ ASYNC_MODULES = [
     "memory/_system_write_side.py",
     "memory/_system_retries.py",
     "memory/_capability.py",
+    "memory/_read_side.py",
+    "memory/_async_tiers.py",
     "memory/_relations.py",
     "jobs/_janitor.py",
     "jobs/_maintenance.py",
