@@ -510,14 +510,15 @@ def profile_import(hist: list[dict[str, Any]], speaker: str, embedder: Embedder,
         f" come out negative. Process CPU time over the import: {cpu:.1f} s for {wall:.1f} s wall.",
         "",
         "Top 10 functions by cumulative time (tiermem code, LanceDB and the embedder; wrappers such as"
-        " `asyncio.to_thread`, the event loop, the thread pool, LanceDB's background loop and the commit retry"
-        " left out):",
+        " `asyncio.to_thread`, a class's delegation to its parts, the event loop, the thread pool, LanceDB's"
+        " background loop and the commit retry left out):",
         "",
         "| function | calls | calls / turn | cumulative s | share of wall | own s |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     ours = re.compile(r"(/memory/|/pipelines/|/prompts/|lancedb|onnxruntime|tokenizers|_embedders)")
-    skip = {"import_conversations", "one", "wrapper", "run_blocking", "<module>", "retry", "retry_conflicts"}
+    wrappers = {"import_conversations", "one", "wrapper", "delegated", "run_blocking", "retry", "retry_conflicts"}
+    skip = wrappers | {"<module>"}
     rows = sorted(
         ((k, v) for k, v in raw.items() if ours.search(k[0]) and k[2] not in skip and "background_loop" not in k[0]),
         key=lambda kv: -kv[1][3],
@@ -539,8 +540,8 @@ def profile_import(hist: list[dict[str, Any]], speaker: str, embedder: Embedder,
         ("_embedders.py", "embed"),
         ("_tiers.py", "aliases"),
         ("_tiers.py", "known_subjects"),
-        ("_tiers.py", "session_turns"),
-        ("_tiers.py", "working_memory"),
+        ("_session_log.py", "session_turns"),
+        ("_working_tier.py", "working_memory"),
     ]:
         seconds, calls = cum(file, name)
         counts.append(f"`{name}` {calls / turns:.2f} ({seconds / max(calls, 1) * 1000:.1f} ms each)")

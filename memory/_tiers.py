@@ -2,15 +2,13 @@
 
 Blocking by design (each call is a LanceDB round trip and maybe an embedding); the async facades
 run it through :func:`~tiermem.memory._blocking.run_blocking`. Which text of a record is embedded
-is decided once, by :func:`embedded_text`.
+is decided once, by :func:`embedded_text`. The session log and the working tier are parts it holds
+(:mod:`._session_log`, :mod:`._working_tier`), their methods answered here by name.
 """
 
 from __future__ import annotations
 
-import logging
-import random
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
@@ -19,58 +17,23 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from ._clock import Clock
-from ._decay import reinforce, turn_decay
+from ._decay import reinforce
+from ._delegation import delegate
 from ._embedders import Embedder
-from ._errors import EmbedderError, InvalidArgumentError, ModelError
-from ._identity import alias_id, digest_id, fact_id, working_entry_id
+from ._identity import alias_id, digest_id, fact_id
 from ._options import SemanticOptions, WorkingOptions
-from ._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn, WorkingEntry
+from ._record_text import Embedded, checked_text, embedded_text
+from ._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn
+from ._scope import checked_context, scope
+from ._session_log import SessionLog
 from ._store import Store, TableName, Where
 from ._subjects import USER, canonical_subject
+from ._working_tier import WorkingTier
 
 __all__ = ["Tiers", "checked_context", "embedded_text", "scope"]
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
-MAX_TEXT = 8000
 _CACHE_SIZE = 4096
-Embedded = Turn | WorkingEntry | Episode | Fact | Edge | Digest
-
-
-def embedded_text(record: Embedded) -> str:
-    """The text whose vector a record is stored with: an episode's summary, otherwise its text.
-
-    A turn's text is its messages, an edge's is ``source --relation--> target``. Retrieval keys are
-    not embedded: measured, broader terms in the vector cost the default embedder hit@1 and let the
-    static one recall more unrelated cues (bench/RESULTS-paraphrase.md, "Retrieval keys"); they are
-    searched by full text instead (:func:`~tiermem.memory._rows.search_context`).
-    """
-    if isinstance(record, Episode):
-        return record.summary
-    return record.text
-
-
-def checked_context(ctx: object, *, session: str | None = None) -> MemoryContext:
-    """``ctx`` if it is a MemoryContext (with a session_id when ``session`` names the caller)."""
-    if not isinstance(ctx, MemoryContext):
-        raise InvalidArgumentError(f"ctx must be a MemoryContext, not {type(ctx).__name__}")
-    if session is not None and ctx.session_id is None:
-        raise InvalidArgumentError(f"{session} needs a MemoryContext with a session_id")
-    return ctx
-
-
-def scope(ctx: MemoryContext) -> dict[str, str]:
-    """The columns that confine a read or write to one user (checked: every repository call passes here)."""
-    checked_context(ctx)
-    return {"namespace": ctx.namespace, "user_id": ctx.user_id}
-
-
-def _text(value: object, what: str = "text") -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidArgumentError(f"{what} must be a non-empty string")
-    if len(value) > MAX_TEXT:
-        raise InvalidArgumentError(f"{what} is longer than {MAX_TEXT} characters")
-    return " ".join(value.split())
 
 
 class Tiers:
@@ -93,6 +56,8 @@ class Tiers:
         self._derived: dict[tuple[str, str, str], tuple[int, Any]] = {}
         self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._vectors_lock = threading.Lock()
+        self.session_log = SessionLog(self)
+        self.working_tier = WorkingTier(self)
 
     scope = staticmethod(scope)
 
@@ -118,7 +83,7 @@ class Tiers:
         rows = [known[t] for t in texts]
         return np.stack(rows) if rows else np.zeros((0, self.embedder.dimensions), dtype=np.float32)
 
-    def _write(self, table: TableName, records: Sequence[Embedded], *, new: bool = False) -> None:
+    def write(self, table: TableName, records: Sequence[Embedded], *, new: bool = False) -> None:
         """Upsert (or, for a fresh turn, insert) records with the vectors of their embedded text."""
         if records:
             write = self.store.insert if new else self.store.upsert
@@ -158,7 +123,7 @@ class Tiers:
 
     def add_alias(self, ctx: MemoryContext, name: str, subject: str = USER) -> Alias:
         """Record that ``name`` (e.g. "Caroline") stands for ``subject`` (by default the user)."""
-        display = _text(name, "name").lower()
+        display = checked_text(name, "name").lower()
         alias = Alias(
             id=alias_id(ctx, name=display),
             namespace=ctx.namespace,
@@ -174,197 +139,27 @@ class Tiers:
         """``subject`` canonicalised, a display name of this user's resolved through their aliases."""
         return canonical_subject(subject, aliases=self.aliases(ctx))
 
-    # -- the session log --------------------------------------------------------------------
+    # -- the session log (memory/_session_log.py) -------------------------------------------
 
-    def put_turns(self, turns: Sequence[Turn], *, new: bool = False) -> None:
-        """Journal turns (``new``: plain inserts, for turns never written before)."""
-        self._write("turns", turns, new=new)
+    put_turns = delegate("session_log", SessionLog.put_turns)
+    journal = delegate("session_log", SessionLog.journal)
+    journal_new = delegate("session_log", SessionLog.journal_new)
+    journal_many = delegate("session_log", SessionLog.journal_many)
+    settle_seq = delegate("session_log", SessionLog.settle_seq)
+    session_turns = delegate("session_log", SessionLog.session_turns)
+    sessions_turns = delegate("session_log", SessionLog.sessions_turns)
+    pending_turns = delegate("session_log", SessionLog.pending_turns)
 
-    def journal(self, turn: Turn, *, replace: bool = False) -> bool:
-        """Write a turn even when the embedder fails (a zero vector: full-text search still finds it, and
-        the observer's write re-embeds it). New turns are inserted only if their id is absent, atomically
-        across processes; returns whether this call wrote the turn.
-        """
-        try:
-            vectors = self.embed([embedded_text(turn)])
-        except (EmbedderError, ModelError) as exc:
-            log.warning("turn %s journaled without a vector (embedder failed: %s)", turn.id, exc)
-            vectors = np.zeros((1, self.embedder.dimensions), dtype=np.float32)
-        if replace:
-            self.store.upsert("turns", [turn], vectors)
-            return True
-        return self.store.insert_absent("turns", [turn], vectors) == 1
+    # -- working (memory/_working_tier.py) ---------------------------------------------------
 
-    def journal_new(self, turns: Sequence[Turn]) -> int:
-        """Journal many turns in one commit and one embedding batch, each only if its id is absent, as
-        :meth:`journal` does one; returns how many this call wrote."""
-        return self.journal_many(turns)
-
-    def journal_many(self, turns: Sequence[Turn], *, replace: bool = False) -> int:
-        """Journal turns in one commit and one embedding batch (an import): inserted if absent, or with
-        ``replace`` written as they are. An embedder failure writes zero vectors, as :meth:`journal`.
-        Returns how many this call wrote."""
-        if not turns:
-            return 0
-        try:
-            vectors = self.embed([embedded_text(t) for t in turns])
-        except (EmbedderError, ModelError) as exc:
-            log.warning("%d turns journaled without vectors (embedder failed: %s)", len(turns), exc)
-            vectors = np.zeros((len(turns), self.embedder.dimensions), dtype=np.float32)
-        if replace:
-            self.store.upsert("turns", turns, vectors)
-            return len(turns)
-        return self.store.insert_absent("turns", turns, vectors)
-
-    def settle_seq(self, ctx: MemoryContext, turn: Turn) -> Turn:
-        """Make the turn's ``seq`` unique in its session after a concurrent writer took the same one.
-
-        Of two turns sharing a seq, the later (time, id) moves past the end as soon as it sees the
-        other. The earlier one waits a moment for it to do so, then moves itself: the other may have
-        returned before it could see this one. Each process moves only its own turn, so this converges
-        without a lock (seq stays unique; it may skip a number).
-        """
-        patience = 3
-        for _ in range(64):
-            turns = self.session_turns(ctx, turn.session_id)
-            rivals = [t for t in turns if t.seq == turn.seq and t.id != turn.id]
-            if not rivals:
-                return turn
-            if patience and all((t.created_at, t.id) > (turn.created_at, turn.id) for t in rivals):
-                patience -= 1
-                time.sleep(0.02 + 0.06 * random.random())  # the later writer moves when it sees us
-                continue
-            turn = turn.model_copy(update={"seq": max(t.seq for t in turns) + 1})
-            self.put_turns([turn])
-            patience = 3
-        return turn
-
-    def turn_entries(self, ctx: MemoryContext, turn: Turn) -> list[WorkingEntry]:
-        """The working entries observed from one turn."""
-        return [e for e in self.session_entries(ctx, [turn.session_id]) if turn.id in e.provenance]
-
-    def session_turns(self, ctx: MemoryContext, session_id: str, *, ids: Sequence[str] | None = None) -> list[Turn]:
-        """The session's turns in order (only ``ids`` when given)."""
-        where = Where(eq={**scope(ctx), "session_id": session_id})
-        turns: list[Turn] = self.store.query("turns", where) if ids is None else self.store.get("turns", where, ids)
-        return sorted(turns, key=lambda t: (t.seq, t.created_at, t.id))
-
-    def sessions_turns(self, ctx: MemoryContext, session_ids: Sequence[str]) -> dict[str, list[Turn]]:
-        """Each of these sessions' turns in order (as :meth:`session_turns`), in one read."""
-        where = Where(eq=scope(ctx), isin={"session_id": list(session_ids)})
-        out: dict[str, list[Turn]] = {sid: [] for sid in session_ids}
-        for turn in sorted(self.store.query("turns", where), key=lambda t: (t.seq, t.created_at, t.id)):
-            out[turn.session_id].append(turn)
-        return out
-
-    def pending_turns(self, ctx: MemoryContext | None = None, *, include_parked: bool = False) -> list[Turn]:
-        """Turns the observer has not done yet: this user's, or every user's without ``ctx``."""
-        statuses = ["pending", "failed"] if include_parked else ["pending"]
-        turns: list[Turn] = self.store.query("turns", Where(eq=scope(ctx) if ctx else {}, isin={"status": statuses}))
-        return sorted(turns, key=lambda t: (t.namespace, t.user_id, t.session_id, t.seq))
-
-    # -- working ----------------------------------------------------------------------------
-
-    def session_seq(self, ctx: MemoryContext) -> int:
-        """The latest turn number seen in this session's working memory."""
-        return max((e.seq for e in self.working_memory(ctx, include_inactive=True)), default=0)
-
-    def working_memory(self, ctx: MemoryContext, *, include_inactive: bool = False) -> list[WorkingEntry]:
-        """This session's working entries (the active ones unless ``include_inactive``)."""
-        if ctx.session_id is None:
-            return []
-        statuses = ["active", "overflow", "closed"] if include_inactive else ["active"]
-        where = Where(eq={**scope(ctx), "session_id": ctx.session_id}, isin={"status": statuses})
-        entries: list[WorkingEntry] = self.store.query("working", where)
-        return sorted(entries, key=lambda e: (e.seq, e.created_at, e.id))
-
-    def session_entries(self, ctx: MemoryContext, session_ids: Sequence[str]) -> list[WorkingEntry]:
-        """Every working entry of these sessions, whatever its status, in observation order."""
-        entries: list[WorkingEntry] = self.store.query(
-            "working", Where(eq=scope(ctx), isin={"session_id": list(session_ids)})
-        )
-        return sorted(entries, key=lambda e: (e.session_id, e.seq, e.id))
-
-    def active_working(self, ctx: MemoryContext) -> list[WorkingEntry]:
-        """The active working entries of every session of this user."""
-        entries: list[WorkingEntry] = self.store.query("working", Where(eq=scope(ctx), isin={"status": ["active"]}))
-        return entries
-
-    def put_working(self, entries: Sequence[WorkingEntry]) -> None:
-        """Write entries as they are (status changes; no capacity rule)."""
-        self._write("working", entries)
-
-    def add_working_entries(self, ctx: MemoryContext, entries: Sequence[WorkingEntry]) -> list[WorkingEntry]:
-        """Write entries keeping at most ``capacity`` active per session by effective salience, in one write.
-
-        Entries pushed out become "overflow": no longer in the active set, still in the session log
-        (and so in the episode). Entries of several sessions (an import's) are ranked each in its own
-        session, read and written together.
-        """
-        if not entries:
-            return []
-        capacity = self.working.capacity if self.working else 7
-        half = self.working.salience_half_life if self.working else 8.0
-        sessions = list(dict.fromkeys(e.session_id for e in entries))
-        where = Where(eq=scope(ctx), isin={"session_id": sessions, "status": ["active"]})
-        current: list[WorkingEntry] = self.store.query("working", where)
-        new_ids = {e.id for e in entries}
-        now = self.clock.now()
-        pushed: set[str] = set()
-        demoted: list[WorkingEntry] = []
-        for sid in sessions:
-            active = {e.id: e for e in current if e.session_id == sid}
-            active.update({e.id: e for e in entries if e.session_id == sid})
-            now_seq = max(e.seq for e in active.values())
-            ranked = sorted(
-                active.values(),
-                key=lambda e: (-turn_decay(e.salience, now_seq - e.seq, half_life_turns=half), -e.seq, e.id),
-            )
-            pushed |= {e.id for e in ranked[capacity:]}
-            demoted += [
-                e.model_copy(update={"status": "overflow", "updated_at": now})
-                for e in ranked[capacity:]
-                if e.id not in new_ids
-            ]
-        writes = [e.model_copy(update={"status": "overflow"}) if e.id in pushed else e for e in entries]
-        self.put_working(writes + demoted)
-        return writes
-
-    def add_working_memory(
-        self,
-        ctx: MemoryContext,
-        text: str,
-        *,
-        subject: str = USER,
-        kind: str = "note",
-        salience: float = 0.5,
-        seq: int | None = None,
-        provenance: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
-    ) -> WorkingEntry:
-        """Add one observation to this session's working memory."""
-        if ctx.session_id is None:
-            raise InvalidArgumentError("working memory needs a MemoryContext with a session_id")
-        body = _text(text)
-        canon = self.subject(ctx, subject)
-        now = self.clock.now()
-        entry = WorkingEntry(
-            id=working_entry_id(ctx, session_id=ctx.session_id, subject=canon, text=body),
-            namespace=ctx.namespace,
-            user_id=ctx.user_id,
-            session_id=ctx.session_id,
-            subject=canon,
-            kind=kind,
-            text=body,
-            salience=salience,
-            seq=self.session_seq(ctx) if seq is None else seq,
-            created_at=now,
-            updated_at=now,
-            provenance=tuple(provenance),
-            metadata=dict(metadata or {}),
-        )
-        self.add_working_entries(ctx, [entry])
-        return entry
+    session_seq = delegate("working_tier", WorkingTier.session_seq)
+    working_memory = delegate("working_tier", WorkingTier.working_memory)
+    turn_entries = delegate("working_tier", WorkingTier.turn_entries)
+    session_entries = delegate("working_tier", WorkingTier.session_entries)
+    active_working = delegate("working_tier", WorkingTier.active_working)
+    put_working = delegate("working_tier", WorkingTier.put_working)
+    add_working_entries = delegate("working_tier", WorkingTier.add_working_entries)
+    add_working_memory = delegate("working_tier", WorkingTier.add_working_memory)
 
     # -- episodic ---------------------------------------------------------------------------
 
@@ -374,7 +169,7 @@ class Tiers:
         return episode
 
     def put_episodes(self, episodes: Sequence[Episode]) -> None:
-        self._write("episodes", episodes)
+        self.write("episodes", episodes)
 
     def episode(self, ctx: MemoryContext, episode_id: str) -> Episode | None:
         found: list[Episode] = self.store.get("episodes", Where(eq=scope(ctx)), [episode_id])
@@ -417,7 +212,7 @@ class Tiers:
         return [hit.record for hit in self.store.vector_search("facts", vector, where, limit=limit)]
 
     def put_facts(self, facts: Sequence[Fact]) -> None:
-        self._write("facts", facts)
+        self.write("facts", facts)
 
     def add_semantic_fact(
         self,
@@ -431,7 +226,7 @@ class Tiers:
         metadata: Mapping[str, Any] | None = None,
     ) -> Fact:
         """Add a fact; the same fact again reinforces it instead of duplicating it."""
-        body = _text(text)
+        body = checked_text(text)
         canon = self.subject(ctx, subject)
         now = self.clock.now()
         fid = fact_id(ctx, subject=canon, text=body)
@@ -460,7 +255,7 @@ class Tiers:
         return sorted(edges, key=lambda e: e.id)
 
     def put_edges(self, edges: Sequence[Edge]) -> None:
-        self._write("edges", edges)
+        self.write("edges", edges)
 
     def delete_edges(self, ctx: MemoryContext, ids: Sequence[str]) -> None:
         if ids:
@@ -484,13 +279,13 @@ class Tiers:
             id=digest_id(ctx),
             namespace=ctx.namespace,
             user_id=ctx.user_id,
-            text=_text(text),
+            text=checked_text(text),
             created_at=previous.created_at if previous else now,
             updated_at=now,
             provenance=tuple(provenance),
             metadata=meta,
         )
-        self._write("digests", [digest])
+        self.write("digests", [digest])
         return digest
 
     def latest_digest(self, ctx: MemoryContext) -> Digest | None:

@@ -7,10 +7,11 @@ The layers, bottom up::
     prompts     import leaves and prompts
     pipelines   import leaves, prompts and pipelines
     memory      the rest of tiermem.memory (store, embedders, recall, capability, ...): never pipelines or jobs
-    root        the composition root, tiermem.memory._system, and the write side's parts it composes
-                (_capture, _sessions, _consolidation): the only memory modules wiring pipelines and jobs
+    root        the composition root, tiermem.memory._system, its own parts (modules named ``_system_<part>``:
+                the write side, retries) and the write side's parts it composes (_capture, _sessions,
+                _consolidation): the only memory modules wiring pipelines and jobs
     jobs        import memory (the root included), pipelines and jobs
-    entry       the CLI and the demo, above the root
+    entry       the CLI (``_cli`` and its parts, ``_cli_<part>``) and the demo, above the root
     facade      tiermem/__init__.py: imports the layers; nothing of ours imports it
 
 The clauses are written in these categories, not per file, so a module can be added or renamed
@@ -33,8 +34,13 @@ CORE_LEAVES = ("records", "options", "subjects", "errors")
 # Libraries every layer may speak: vocabulary, not engines.
 VOCABULARY = frozenset({"pydantic", "numpy"})
 COMPOSITION_ROOT = "tiermem.memory._system"
-ROOT = frozenset({COMPOSITION_ROOT, *(f"tiermem.memory._{part}" for part in ("capture", "sessions", "consolidation"))})
-ENTRY_POINTS = frozenset({"tiermem.memory._cli", "tiermem.memory._demo"})
+# The root's own parts are named after it (``_system_write_side``), as an adapter's are after its home.
+ROOT_PARTS = frozenset(name for name in MODULES if name.startswith(f"{COMPOSITION_ROOT}_"))
+ROOT = frozenset(
+    {COMPOSITION_ROOT, *ROOT_PARTS, *(f"tiermem.memory._{part}" for part in ("capture", "sessions", "consolidation"))}
+)
+CLI = "tiermem.memory._cli"
+ENTRY_POINTS = frozenset({CLI, "tiermem.memory._demo", *(name for name in MODULES if name.startswith(f"{CLI}_"))})
 # Each engine is imported in exactly one adapter, where its exceptions become ours: the home module
 # named here and its parts, modules named ``<home>_<part>`` beside it (``_store_meta``), so an
 # adapter can stay in modules of a readable size. Engines not listed are held to one adapter too.
@@ -42,6 +48,7 @@ ENGINE_HOMES = {
     "lancedb": "tiermem.memory._store",
     "pyarrow": "tiermem.memory._store",
     "litellm": "tiermem.memory._llm",
+    "click": CLI,
     "networkx": "tiermem.memory._graph",
     "apscheduler": "tiermem.jobs._scheduler",
     "model2vec": "tiermem.memory._embedders",

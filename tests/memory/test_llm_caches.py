@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from tests.fakes import default_reply
-from tiermem.memory import _llm, _structured
+from tiermem.memory import _llm, _llm_tokens, _structured
 from tiermem.memory._llm import LLM, message_tokens
 from tiermem.memory.testing import FunctionModel
 from tiermem.pipelines import LLMStages
@@ -21,7 +21,7 @@ from tiermem.prompts import STAGES, consolidate, observe
 OUTPUTS: list[type[BaseModel]] = list(
     dict.fromkeys([*(s.output for s in STAGES), consolidate.Output, consolidate.FactsOutput])
 )
-TEXTS = ["", "hello", "Hey Mel! ünïcödé 漢字 🎉", "x " * 3000, "y" * (_llm._CACHED_TEXT_CHARS + 10)]
+TEXTS = ["", "hello", "Hey Mel! ünïcödé 漢字 🎉", "x " * 3000, "y" * (_llm_tokens._CACHED_TEXT_CHARS + 10)]
 
 
 def _fresh_schema(output: type[BaseModel]) -> str:
@@ -69,7 +69,7 @@ def test_input_budget_is_unchanged_by_the_caches() -> None:
 def test_cached_counts_equal_litellms(model: str) -> None:
     for text in TEXTS:
         for _ in range(2):
-            assert _llm._text_tokens(model, text) == litellm.token_counter(model=model, text=text)
+            assert _llm_tokens.text_tokens(model, text) == litellm.token_counter(model=model, text=text)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": TEXTS[3]},
         {"role": "user", "name": "Caroline", "content": TEXTS[2]},
@@ -83,10 +83,10 @@ def test_cached_counts_equal_litellms(model: str) -> None:
 def test_counts_follow_litellms_switches(monkeypatch: pytest.MonkeyPatch) -> None:
     messages = [{"role": "user", "content": "count me once, then not at all"}]
     assert message_tokens("gpt-4o-mini", messages) > 0
-    assert _llm._text_tokens("gpt-4o-mini", messages[0]["content"]) > 0
+    assert _llm_tokens.text_tokens("gpt-4o-mini", messages[0]["content"]) > 0
     monkeypatch.setattr(litellm, "disable_token_counter", True)
     assert message_tokens("gpt-4o-mini", messages) == 0
-    assert _llm._text_tokens("gpt-4o-mini", messages[0]["content"]) == 0
+    assert _llm_tokens.text_tokens("gpt-4o-mini", messages[0]["content"]) == 0
 
 
 async def test_the_fake_records_the_size_the_library_checked() -> None:

@@ -1,0 +1,39 @@
+"""Delegation by name: a class answers a method with the same method of a part it holds.
+
+The facade's classes are composed, not inherited (``tests/memory/test_facade.py``): a class that has
+grown parts keeps its methods by naming each in its body, ``journal = delegate("session_log",
+SessionLog.journal)``, so callers see the one class with the part's signature and docstring.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+__all__ = ["delegate", "delegate_async"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def delegate(part: str, method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
+    """``method`` of the part held as ``self.<part>``: same signature and docstring."""
+
+    @functools.wraps(method)
+    def delegated(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(getattr(self, part), *args, **kwargs)
+
+    return delegated
+
+
+def delegate_async(
+    part: str, method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    """:func:`delegate` for a coroutine method: the delegate is a coroutine function too."""
+
+    @functools.wraps(method)
+    async def delegated(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await method(getattr(self, part), *args, **kwargs)
+
+    return delegated

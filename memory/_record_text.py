@@ -1,0 +1,33 @@
+"""A record's text: checked on the way into the repository, and the text its vector is embedded from."""
+
+from __future__ import annotations
+
+from ._errors import InvalidArgumentError
+from ._records import Digest, Edge, Episode, Fact, Turn, WorkingEntry
+
+__all__ = ["MAX_TEXT", "Embedded", "checked_text", "embedded_text"]
+
+MAX_TEXT = 8000
+Embedded = Turn | WorkingEntry | Episode | Fact | Edge | Digest
+
+
+def embedded_text(record: Embedded) -> str:
+    """The text whose vector a record is stored with: an episode's summary, otherwise its text.
+
+    A turn's text is its messages, an edge's is ``source --relation--> target``. Retrieval keys are
+    not embedded: measured, broader terms in the vector cost the default embedder hit@1 and let the
+    static one recall more unrelated cues (bench/RESULTS-paraphrase.md, "Retrieval keys"); they are
+    searched by full text instead (:func:`~tiermem.memory._rows.search_context`).
+    """
+    if isinstance(record, Episode):
+        return record.summary
+    return record.text
+
+
+def checked_text(value: object, what: str = "text") -> str:
+    """``value`` with its white space folded, if it is a non-empty string of at most :data:`MAX_TEXT` characters."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgumentError(f"{what} must be a non-empty string")
+    if len(value) > MAX_TEXT:
+        raise InvalidArgumentError(f"{what} is longer than {MAX_TEXT} characters")
+    return " ".join(value.split())
