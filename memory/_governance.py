@@ -22,10 +22,10 @@ from ._embedders import Embedder
 from ._errors import InvalidArgumentError, MemoryNotFoundError
 from ._identity import fact_id
 from ._lineage import Lineage, checked_where
+from ._memory_items import to_memory_item
 from ._memory_views import MemoryPage, MemoryStats, MemoryVersion
 from ._options import SemanticOptions, WorkingOptions
 from ._paging import checked_id, checked_strings, decode_cursor, encode_cursor
-from ._recall import to_memory_item
 from ._records import Digest, Edge, Episode, Fact, MemoryContext, MemoryItem, Tier, Turn, WorkingEntry
 from ._store import Store, TableName, Where
 from ._subjects import canonical_subject

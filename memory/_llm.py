@@ -26,14 +26,14 @@ import asyncio
 import functools
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map over the network
+from . import _llm_offline  # noqa: F401  (before litellm: it must not fetch its cost map)
 
+# isort: split
 import litellm
 from pydantic import BaseModel, ValidationError
 

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import httpx
 import openai
+
+from . import _llm_offline  # noqa: F401  (before litellm: it must not fetch its cost map)
+
+# isort: split
 from litellm import exceptions as llm_errors
 
 from ._errors import (

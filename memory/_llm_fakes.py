@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from . import _llm_offline  # noqa: F401  (before litellm: it must not fetch its cost map)
+
+# isort: split
 import litellm
 from litellm import exceptions as llm_errors
 from litellm.llms.custom_llm import CustomLLM

@@ -6,6 +6,9 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+from . import _llm_offline  # noqa: F401  (before litellm: it must not fetch its cost map)
+
+# isort: split
 import litellm
 
 __all__ = ["known_window", "message_tokens", "text_tokens"]

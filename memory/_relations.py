@@ -23,8 +23,8 @@ from ._blocking import run_blocking
 from ._decay import reinforce
 from ._errors import InvalidArgumentError
 from ._graph import GraphCache, RelationGraph
+from ._memory_items import edge_to_memory_item
 from ._options import RelationsOptions, SemanticOptions
-from ._recall import edge_to_memory_item
 from ._records import Edge, Fact, MemoryContext, MemoryItem, mentions
 from ._subjects import USER, canonical_subject
 from ._tiers import Tiers

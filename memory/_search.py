@@ -19,8 +19,9 @@ import numpy as np
 from ._cached_search import CachedSearches
 from ._errors import InvalidArgumentError
 from ._lineage import Lineage, MetadataFilter
+from ._memory_items import marked_past, to_memory_item
 from ._options import RecallOptions
-from ._recall import Candidate, marked_past, named_subjects, rank, rank_without_cue, to_memory_item
+from ._recall import Candidate, named_subjects, rank, rank_without_cue
 from ._records import Fact, MemoryContext, MemoryItem, RankedMemoryItem, Turn, WorkingEntry
 from ._relations import Relations
 from ._relevance import Calibration, calibration

@@ -227,6 +227,19 @@ def test_each_engine_is_imported_in_one_adapter(engine: str) -> None:
     assert adapters[0] == ENGINE_HOMES.get(engine, adapters[0]), f"{engine} belongs in {ENGINE_HOMES[engine]}"
 
 
+LITELLM_MODULES = sorted(
+    (m for m in MODULES.values() if any(i.top == "litellm" and not i.lazy for i in m.imports)), key=lambda m: m.name
+)
+
+
+@pytest.mark.parametrize("module", [pytest.param(m, id=m.shown) for m in LITELLM_MODULES])
+def test_litellm_is_imported_only_after_the_offline_cost_map_is_set(module: Module) -> None:
+    """litellm fetches its cost map over the network at import unless told not to; whichever part loads first."""
+    first = min(i.line for i in module.imports if i.top == "litellm")
+    offline = [i.line for i in module.imports if i.name == "tiermem.memory._llm_offline"]
+    assert offline and offline[0] < first, f"{module.shown} imports litellm before tiermem.memory._llm_offline"
+
+
 @pytest.mark.parametrize(
     ("module", "adapter"),
     [

@@ -55,6 +55,7 @@ from .memory._errors import (
 from .memory._feedback import FeedbackReport, RecallResult
 from .memory._governance import MemoryPage, MemoryStats, MemoryVersion
 from .memory._history import Conversation, HistoryProgress, HistoryReport, HistoryTurn
+from .memory._memory_items import edge_to_memory_item
 from .memory._options import (
     MEMORY_CAPABILITY_PRESETS,
     CapabilityPreset,
@@ -67,7 +68,6 @@ from .memory._options import (
     WorkingOptions,
 )
 from .memory._portability import ExportReport, ImportReport
-from .memory._recall import edge_to_memory_item
 from .memory._records import (
     Alias,
     Digest,

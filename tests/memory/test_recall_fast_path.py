@@ -14,7 +14,7 @@ import pytest
 
 from tiermem import HashingEmbedder, MemoryContext, create_memory_capability
 from tiermem.memory import _products, _vectors
-from tiermem.memory._recall import _built
+from tiermem.memory._memory_items import built
 from tiermem.memory._records import Fact, MemoryItem, RankedMemoryItem
 from tiermem.memory._store import Store, Where
 from tiermem.memory.testing import FrozenClock
@@ -88,15 +88,15 @@ def test_built_items_equal_constructed_ones(cls: type[MemoryItem], extra: dict[s
     # The shortcut is model_construct for these classes only while they have no aliases, post-init or private state.
     assert not cls.__pydantic_post_init__ and not cls.__private_attributes__
     assert all(f.alias is None and f.validation_alias is None for f in cls.model_fields.values())
-    built, constructed = _built(cls, **VALUES, **extra), cls.model_construct(**VALUES, **extra)
-    assert built == constructed
-    assert built.model_fields_set == constructed.model_fields_set
-    assert built.model_dump_json() == constructed.model_dump_json()
-    assert list(built.model_dump()) == list(cls.model_fields)
-    copied = built.model_copy(update={"confidence": 0.1})
-    assert copied.confidence == 0.1 and built.confidence == 0.7
+    made, constructed = built(cls, **VALUES, **extra), cls.model_construct(**VALUES, **extra)
+    assert made == constructed
+    assert made.model_fields_set == constructed.model_fields_set
+    assert made.model_dump_json() == constructed.model_dump_json()
+    assert list(made.model_dump()) == list(cls.model_fields)
+    copied = made.model_copy(update={"confidence": 0.1})
+    assert copied.confidence == 0.1 and made.confidence == 0.7
     with pytest.raises(ValueError, match="frozen"):
-        built.text = "changed"  # type: ignore[misc]
+        made.text = "changed"  # type: ignore[misc]
 
 
 async def test_a_callers_change_to_a_recalled_item_never_reaches_the_next_recall(
