@@ -21,7 +21,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 import numpy as np
 import Stemmer
@@ -113,6 +113,7 @@ class _Field:
     tf: np.ndarray  # float32 per posting
     lengths: np.ndarray  # float32 per doc: terms after analysis
     offsets: np.ndarray  # int64, one more than the vocabulary
+    weights: np.ndarray  # float32 per posting: its BM25 before the term's idf (a field never changes)
 
     @classmethod
     def build(cls, terms: np.ndarray, docs: np.ndarray, tf: np.ndarray, lengths: np.ndarray, vocab: int) -> _Field:
@@ -120,37 +121,39 @@ class _Field:
         terms, docs, tf = terms[order], docs[order], tf[order]
         offsets = np.zeros(vocab + 1, dtype=np.int64)
         np.cumsum(np.bincount(terms, minlength=vocab), out=offsets[1:])
+        tf32, lengths32 = tf.astype(np.float32), lengths.astype(np.float32)
+        # The mean doc length, 1 for none or empty ones (the engine's default).
+        average = (float(lengths32.mean()) if len(lengths32) else 0.0) or 1.0
+        norm = _K1 * (1.0 - _B + _B * lengths32[docs] / average)
         return cls(
             terms=terms.astype(np.int32),
             docs=docs.astype(np.int32),
-            tf=tf.astype(np.float32),
-            lengths=lengths.astype(np.float32),
+            tf=tf32,
+            lengths=lengths32,
             offsets=offsets,
+            weights=(tf32 * (_K1 + 1.0) / (tf32 + norm)).astype(np.float32),
         )
 
     @property
     def nbytes(self) -> int:
-        return int(self.terms.nbytes + self.docs.nbytes + self.tf.nbytes + self.lengths.nbytes + self.offsets.nbytes)
-
-    @cached_property
-    def average(self) -> float:
-        """The mean doc length (1 for 0), kept: a field never changes (an update builds new ones)."""
-        return float(self.lengths.mean()) or 1.0
+        return int(
+            self.terms.nbytes
+            + self.docs.nbytes
+            + self.tf.nbytes
+            + self.lengths.nbytes
+            + self.offsets.nbytes
+            + self.weights.nbytes
+        )
 
     def add(self, scores: np.ndarray, term_ids: Sequence[int]) -> None:
         """Add this column's BM25 of each query term to ``scores`` (one slot per doc)."""
         count = len(self.lengths)
-        if count == 0:
-            return
-        average = self.average
-        for term in term_ids:
+        for term in term_ids if count else ():
             start, end = int(self.offsets[term]), int(self.offsets[term + 1])
             if start == end:
                 continue
-            docs, tf = self.docs[start:end], self.tf[start:end]
             idf = math.log(1.0 + (count - (end - start) + 0.5) / ((end - start) + 0.5))
-            norm = _K1 * (1.0 - _B + _B * self.lengths[docs] / average)
-            scores[docs] += idf * tf * (_K1 + 1.0) / (tf + norm)
+            scores[self.docs[start:end]] += idf * self.weights[start:end]
 
 
 @dataclass(kw_only=True)

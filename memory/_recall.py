@@ -52,7 +52,7 @@ _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 PAST_WEIGHT = 0.7
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)  # slots: built once per candidate of every recall
 class Candidate:
     """A memory found by vector or full-text search, before fusion."""
 

@@ -92,7 +92,15 @@ def stem(word: str) -> str:
 def content_terms(text: str, *, ignore: Iterable[str] = ()) -> list[str]:
     """Stemmed content words in order, with repeats: no stop words, no single letters, none of ``ignore``."""
     skip = set(ignore)
-    return [term for w in words(text) if w not in skip and (term := _content_term(w)) is not None]
+    if skip:
+        return [term for w in words(text) if w not in skip and (term := _content_term(w)) is not None]
+    return [term for token in tokens(text) if (term := _token_term(token)) is not None]
+
+
+@lru_cache(maxsize=1 << 16)
+def _token_term(token: str) -> str | None:
+    """:func:`_content_term` of a raw token, its possessive dropped as :func:`words` drops it. Cached too."""
+    return _content_term(token[:-2] if token.endswith("'s") else token)
 
 
 @lru_cache(maxsize=1 << 16)

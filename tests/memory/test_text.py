@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tiermem.memory._text import content_terms, fold, terms
+from tiermem.memory._text import STOP_WORDS, content_terms, fold, stem, terms, words
 
 
 @pytest.mark.parametrize(
@@ -35,3 +37,49 @@ def test_content_terms(text: str, ignore: tuple[str, ...], expected: list[str]) 
 )
 def test_fold(text: str, expected: str) -> None:
     assert fold(text) == expected
+
+
+def _reference_content_terms(text: str, ignore: tuple[str, ...]) -> list[str]:
+    """The definition, word by word: stems of the words that are not stop words, single letters or ignored."""
+    return [stem(w) for w in words(text) if len(w) > 1 and w not in STOP_WORDS and w not in ignore]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from(
+            [
+                "user's",
+                "Caroline\u2019s",
+                "it's",
+                "don't",
+                "o'sullivan",
+                "james's",
+                "90's",
+                "'s",
+                "s",
+                "a",
+                "hiking",
+                "hikes",
+                "the",
+                "Moni",
+                "rock'n'roll",
+                "users'",
+                "x",
+                "Lisbon",
+                "'",
+                "-",
+                " ",
+                ".",
+                "\u2014",
+                "caf\u00e9",
+                "sa",
+                "'sa",
+            ]
+        ),
+        max_size=12,
+    ).map("".join),
+    ignore=st.lists(st.sampled_from(["moni", "user", "lisbon", "s"]), max_size=2).map(tuple),
+)
+def test_content_terms_are_the_definition(text: str, ignore: tuple[str, ...]) -> None:
+    assert content_terms(text, ignore=ignore) == _reference_content_terms(text, ignore)
