@@ -322,7 +322,9 @@ def lance_settings(store: Store, where: Where) -> dict[str, Callable[[str], list
             q = table.search(_fts_query(fts_cue(cue)), query_type="fts")
             if fast:
                 q = q.fast_search()
-            rows = q.where(where.sql(), prefilter=prefilter).select([*columns, "user_id"]).limit(limit).to_list()
+            # "_score" named: LanceDB 0.40 warns on every full-text search whose projection leaves it out.
+            rows = q.where(where.sql(), prefilter=prefilter).select([*columns, "user_id", "_score"])
+            rows = rows.limit(limit).to_list()
             return [r["id"] for r in rows if r["user_id"] == user][:POOL]
 
         return search

@@ -102,7 +102,8 @@ class SessionLog:
         """The session's turns in order (only ``ids`` when given)."""
         store = self.tiers.store
         where = Where(eq={**scope(ctx), "session_id": session_id})
-        turns: list[Turn] = store.query("turns", where) if ids is None else store.get("turns", where, ids)
+        # Capture reads its session before and after journaling: a session's turns are a small, hot read.
+        turns: list[Turn] = store.query("turns", where, cached=True) if ids is None else store.get("turns", where, ids)
         return sorted(turns, key=lambda t: (t.seq, t.created_at, t.id))
 
     def sessions_turns(self, ctx: MemoryContext, session_ids: Sequence[str]) -> dict[str, list[Turn]]:

@@ -105,8 +105,8 @@ class Store:
         self._meta = MetaTable(tables)
         self._maintenance = Maintenance(tables, self._meta, compact_every=compact_every, keep_versions=keep_versions)
         self._writes = Writes(tables, self._maintenance)
-        self._reads = Reads(tables)
         self._versions = Versions(tables, read_consistency)
+        self._reads = Reads(tables, self._versions)
         self._search = Searches(tables, self._versions, self._reads)
         self._lease_table = LeaseTable(tables, self._maintenance)
         self._meta.check()
@@ -204,9 +204,13 @@ class Store:
 
     # -- reads ------------------------------------------------------------------------------
 
-    def query(self, name: TableName, where: Where, *, limit: int | None = None) -> list[Any]:
-        """Records matching ``where`` (no order guaranteed)."""
-        return self._reads.query(name, where, limit=limit)
+    def query(self, name: TableName, where: Where, *, limit: int | None = None, cached: bool = False) -> list[Any]:
+        """Records matching ``where`` (no order guaranteed).
+
+        ``cached``: a small result (a session's rows) may be served from, and kept in, this process's
+        memory, valid while the table is at the version it was read at (:mod:`._read_cache`).
+        """
+        return self._reads.query(name, where, limit=limit, cached=cached)
 
     def column_values(self, name: TableName, where: Where, column: str) -> list[str]:
         """Distinct values of one filterable column (e.g. the subjects a user has), without parsing records."""

@@ -59,7 +59,7 @@ class Maintenance:
             def compact() -> None:
                 with self._tables.write_lock, engine_errors(f"compact {name}"):
                     table.optimize(cleanup_older_than=self.keep_versions, delete_unverified=False)
-                    self._tables.vectors.drop(name)
+                    self._tables.drop_cached(name)
 
             try:
                 self._tables.restore_overwritten(name, table)  # first: the versions compaction cleans up may hold rows
@@ -73,7 +73,7 @@ class Maintenance:
         for name in SPECS:
             table = tables.keyed_table(name)  # declaring the key also removes duplicate ids of an older store
             tables.restore_overwritten(name, table)  # first: the versions cleaned up may hold rows an Overwrite hid
-            tables.vectors.drop(name)
+            tables.drop_cached(name)
             with engine_errors(f"count {name}"):
                 if table.count_rows() == 0:
                     continue
@@ -114,7 +114,7 @@ class Maintenance:
                 warnings.filterwarnings("ignore", message=r".*cleanup_older_than=0.*", category=UserWarning)
                 live = table.to_arrow()
                 table.add(live, mode="overwrite")
-                tables.vectors.drop(name)
+                tables.drop_cached(name)
                 tables.indexed.discard(name)
                 if live.num_rows:
                     tables.ensure_indexes(name)
@@ -153,7 +153,7 @@ class Maintenance:
             def rewrite(name: str = name, data: pa.Table = data) -> None:
                 with tables.write_lock, engine_errors(f"rewrite {name}"):
                     tables.opened[name] = tables.db.create_table(name, data, mode="overwrite")
-                    tables.vectors.drop(name)
+                    tables.drop_cached(name)
                     tables.indexed.discard(name)
                     if data.num_rows:
                         tables.ensure_indexes(name)

@@ -13,6 +13,7 @@ from ._filters import Where, checked_column
 from ._rows import TableName, records_in
 from ._store_errors import engine_errors
 from ._store_tables import Tables
+from ._store_versions import Versions
 
 __all__ = ["Reads"]
 
@@ -22,10 +23,19 @@ _RESULT_COLUMNS = ["id", "record"]
 class Reads:
     """Reads of one store's tables by :class:`Where` filters."""
 
-    def __init__(self, tables: Tables) -> None:
+    def __init__(self, tables: Tables, versions: Versions) -> None:
         self._tables = tables
+        self._versions = versions
 
-    def query(self, name: TableName, where: Where, *, limit: int | None = None) -> list[Any]:
+    def query(self, name: TableName, where: Where, *, limit: int | None = None, cached: bool = False) -> list[Any]:
+        if cached and limit is None:
+            version = self._versions.version(name)  # before the read: a commit in between makes it stale
+            held = self._tables.held.get(name, where, version)
+            if held is not None:
+                return held
+            found = self.query(name, where)
+            self._tables.held.put(name, where, version, found)
+            return found
         with engine_errors(f"read {name}"):
             q = self._tables.table(name).search().where(where.sql()).select(_RESULT_COLUMNS)
             rows = (q.limit(limit) if limit else q.limit(None)).to_list()

@@ -21,6 +21,7 @@ from lancedb.index import FTS, BTree
 from ._commits import CommitRetry, retry_conflicts
 from ._errors import InvalidArgumentError, StoreConflictError, StoreMismatchError, StoreUnavailableError
 from ._filters import Where, sql_literal
+from ._read_cache import ReadCache
 from ._rows import SPECS, duplicate_losers, unique
 from ._store_creation import GONE, Stamp, clobbered, is_settled, new_creation, settle, stamp_of, stamped
 from ._store_errors import engine_errors
@@ -67,6 +68,7 @@ class Tables:
         self.create = create
         self.commit_retry = commit_retry
         self.vectors = vectors
+        self.held = ReadCache()  # small reads of this process, kept in step by its writes
         self._storage_options = storage_options
         self._pinned_db: Any = None
         with engine_errors("connect"):
@@ -110,6 +112,11 @@ class Tables:
 
     def open(self, name: str) -> Any:
         return self.db.open_table(name)
+
+    def drop_cached(self, name: str) -> None:
+        """Forget this process's cached vectors, words and reads of ``name`` (a change they cannot follow)."""
+        self.vectors.drop(name)
+        self.held.drop(name)
 
     def table(self, name: str) -> Any:
         if name not in SPECS:
@@ -178,7 +185,7 @@ class Tables:
                 pinned.update_field_metadata({"path": "id", "metadata": settle(made or new_creation())})
                 if plan is None:
                     return False
-                self.vectors.drop(name)
+                self.drop_cached(name)
                 self.indexed.discard(name)
                 return name in SPECS and pinned.count_rows() > 0
 
@@ -223,7 +230,7 @@ class Tables:
                 if losers:  # row ids are integers; each paired with its id, so a stale address deletes nothing
                     pairs = (f"(id = {sql_literal(i)} AND _rowid = {r:d})" for i, r in losers)
                     self.table(name).delete(" OR ".join(pairs))
-                    self.vectors.drop(name)
+                    self.drop_cached(name)
                 return len(losers)
 
         return self.retry(f"remove duplicates from {name}", commit)

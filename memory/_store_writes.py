@@ -55,7 +55,8 @@ class Writes:
                 raise InvalidArgumentError(f"table {name} holds {spec.model.__name__}, not {type(record).__name__}")
         keep = unique([cast(Any, r).id for r in records], last=mode != "absent")
         vectors = None if vectors is None else np.asarray(vectors)[keep]
-        rows = [row(records[i], None if vectors is None else vectors[n]) for n, i in enumerate(keep)]
+        kept = [records[i] for i in keep]
+        rows = [row(record, None if vectors is None else vectors[n]) for n, record in enumerate(kept)]
         data = pa.Table.from_pylist(rows, schema=tables.schema(name))
         table = tables.table(name) if mode == "append" else tables.keyed_table(name)
 
@@ -73,10 +74,12 @@ class Writes:
                     result = merge.when_not_matched_insert_all().execute(data)
                     written = int(result.num_inserted_rows) + int(result.num_updated_rows)
                 after = int(table.version)
-                if vectors is not None and after == before + 1 and (mode != "absent" or written == len(rows)):
-                    tables.vectors.wrote(name, before=before, after=after, rows=per_user(rows, vectors))
+                if after == before + 1 and (mode != "absent" or written == len(rows)):
+                    if vectors is not None:
+                        tables.vectors.wrote(name, before=before, after=after, rows=per_user(rows, vectors))
+                    tables.held.wrote(name, before=before, after=after, rows=list(zip(rows, kept, strict=True)))
                 else:  # someone else committed in between, or rows were skipped: cached blocks may be wrong
-                    tables.vectors.drop(name)
+                    tables.drop_cached(name)
                 return written
 
         written = tables.retry(f"write to {name}", commit)
@@ -92,7 +95,7 @@ class Writes:
         def commit() -> None:
             with tables.write_lock, engine_errors(f"delete from {name}"):
                 tables.table(name).delete(where.sql())
-                tables.vectors.drop(name)
+                tables.drop_cached(name)
 
         tables.retry(f"delete from {name}", commit)
         self._maintenance.after_write(name, tables.table(name))

@@ -39,7 +39,7 @@ class WorkingTier:
             return []
         statuses = ["active", "overflow", "closed"] if include_inactive else ["active"]
         where = Where(eq={**scope(ctx), "session_id": ctx.session_id}, isin={"status": statuses})
-        entries: list[WorkingEntry] = self.tiers.store.query("working", where)
+        entries: list[WorkingEntry] = self.tiers.store.query("working", where, cached=True)
         return sorted(entries, key=lambda e: (e.seq, e.created_at, e.id))
 
     def turn_entries(self, ctx: MemoryContext, turn: Turn) -> list[WorkingEntry]:
@@ -77,7 +77,7 @@ class WorkingTier:
         half = options.salience_half_life if options else 8.0
         sessions = list(dict.fromkeys(e.session_id for e in entries))
         where = Where(eq=scope(ctx), isin={"session_id": sessions, "status": ["active"]})
-        current: list[WorkingEntry] = self.tiers.store.query("working", where)
+        current: list[WorkingEntry] = self.tiers.store.query("working", where, cached=True)  # one per observation
         new_ids = {e.id for e in entries}
         now = self.tiers.clock.now()
         pushed: set[str] = set()

@@ -1,0 +1,106 @@
+"""Small filtered reads held in process, kept in step with the store by write-through.
+
+The write side reads the same few scopes again and again: capture reads a session's turns before
+and after journaling one, the observer reads the session's active working entries before adding
+to them. Each read is a LanceDB scan of a few milliseconds, more than the write it guards. A
+result is held with the table version it was read at; this process's own writes apply their rows
+to the results they touch (a row joins the results whose filter it passes, and leaves those it no
+longer passes), and any other commit (another process, a compaction, a delete) moves the version
+on, so the next read goes to the engine again. Only results of at most ``ROWS`` rows are held.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._filters import Where
+
+__all__ = ["ENTRIES", "ROWS", "ReadCache"]
+
+ENTRIES = 512  # results held per store, least recently used dropped beyond
+ROWS = 256  # the most rows a held result may have: a session's, not a user's whole history
+
+_Key = tuple[str, tuple[Any, ...]]
+
+
+def _key(name: str, where: Where) -> _Key:
+    return (
+        name,
+        (
+            tuple(sorted(where.eq.items())),
+            tuple(sorted((k, tuple(v)) for k, v in (where.isin or {}).items())),
+            tuple(sorted((where.ne or {}).items())),
+        ),
+    )
+
+
+def passes(where: Where, row: Mapping[str, Any]) -> bool:
+    """Whether a table row passes ``where`` as the engine's SQL would (a NULL equals nothing)."""
+    if any(row.get(column) != value for column, value in where.eq.items()):
+        return False
+    if any(row.get(column) not in values for column, values in (where.isin or {}).items()):
+        return False
+    return all(row.get(column) is None or row.get(column) != value for column, value in (where.ne or {}).items())
+
+
+class _Held:
+    __slots__ = ("records", "version", "where")
+
+    def __init__(self, where: Where, version: int, records: dict[str, Any]) -> None:
+        self.where, self.version, self.records = where, version, records
+
+
+class ReadCache:
+    """Results of filtered reads by (table, filter), each valid at one table version."""
+
+    def __init__(self) -> None:
+        self._held: OrderedDict[_Key, _Held] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, name: str, where: Where, version: int) -> list[Any] | None:
+        """The records ``where`` selected at ``version``, if held (in no defined order)."""
+        key = _key(name, where)
+        with self._lock:
+            held = self._held.get(key)
+            if held is None or held.version != version:
+                return None
+            self._held.move_to_end(key)
+            return list(held.records.values())
+
+    def put(self, name: str, where: Where, version: int, records: Sequence[Any]) -> None:
+        """Hold what a read returned; ``version`` read before it, so a commit in between makes it stale."""
+        if len(records) > ROWS:
+            return
+        with self._lock:
+            self._held[_key(name, where)] = _Held(where, version, {r.id: r for r in records})
+            while len(self._held) > ENTRIES:
+                self._held.popitem(last=False)
+
+    def wrote(self, name: str, *, before: int, after: int, rows: Sequence[tuple[Mapping[str, Any], Any]]) -> None:
+        """After this process's one commit moved ``name`` from ``before`` to ``after``, writing ``rows``
+        (each a table row and its record): results read at ``before`` take the rows and move to ``after``;
+        the others were already stale and go."""
+        with self._lock:
+            for key in [k for k in self._held if k[0] == name]:
+                held = self._held[key]
+                if held.version != before:
+                    del self._held[key]
+                    continue
+                for row, record in rows:
+                    if passes(held.where, row):
+                        held.records[record.id] = record
+                    else:
+                        held.records.pop(record.id, None)
+                if len(held.records) > ROWS:
+                    del self._held[key]
+                    continue
+                held.version = after
+
+    def drop(self, name: str) -> None:
+        """Forget every result of ``name`` (a write whose effect on them is unknown)."""
+        with self._lock:
+            for key in [k for k in self._held if k[0] == name]:
+                del self._held[key]
