@@ -532,7 +532,7 @@ def report(
     total_calls = _median(fake, lambda r: r.per_turn(None, "calls"))
     observe_calls = _median(fake, lambda r: r.per_turn("observe", "calls"))
     deferred = sum(r.deferred for rs in results.values() for r in rs)
-    ok_observe = observe_calls == AIM_OBSERVE_PER_TURN
+    ok_observe = observe_calls <= AIM_OBSERVE_PER_TURN + 1e-9
     ok_total = total_calls <= AIM_CALLS_PER_TURN + 1e-9
     lines += [
         f"| **all** | **{_fmt(total_calls)}** | "
@@ -543,8 +543,9 @@ def report(
         "",
         "## Aims",
         "",
-        f"- One observer call per captured turn: **{'MET' if ok_observe else 'NOT MET'}** "
-        f"({_fmt(observe_calls)} observe calls per turn with the fake LLM).",
+        f"- At most one observer call per captured turn: **{'MET' if ok_observe else 'NOT MET'}** "
+        f"({_fmt(observe_calls)} observe calls per turn with the fake LLM; a turn repeating the one before "
+        "within the dedupe window is answered as a retry, without a call).",
         f"- At most {AIM_CALLS_PER_TURN} model calls per captured turn overall: **{'MET' if ok_total else 'NOT MET'}** "
         f"({_fmt(total_calls)} with the default encoding, `end_session` + `consolidate` + `digest` after every "
         f"{args.turns}-turn session; see the table by session length, encoding and cadence).",

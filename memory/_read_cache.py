@@ -6,7 +6,8 @@ to them. Each read is a LanceDB scan of a few milliseconds, more than the write 
 result is held with the table version it was read at; this process's own writes apply their rows
 to the results they touch (a row joins the results whose filter it passes, and leaves those it no
 longer passes), and any other commit (another process, a compaction, a delete) moves the version
-on, so the next read goes to the engine again. Only results of at most ``ROWS`` rows are held.
+on, so the next read goes to the engine again. Only results of at most ``ROWS`` rows are held, at
+most ``RECORDS`` records in all (least recently used results dropped beyond): a few tens of MB.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from typing import Any
 
 from ._filters import Where
 
-__all__ = ["ENTRIES", "ROWS", "ReadCache"]
+__all__ = ["RECORDS", "ROWS", "ReadCache"]
 
-ENTRIES = 512  # results held per store, least recently used dropped beyond
 ROWS = 256  # the most rows a held result may have: a session's, not a user's whole history
+RECORDS = 16_384  # the most records held in all (turns of a few KB each)
 
 _Key = tuple[str, tuple[Any, ...]]
 
@@ -58,6 +59,7 @@ class ReadCache:
 
     def __init__(self) -> None:
         self._held: OrderedDict[_Key, _Held] = OrderedDict()
+        self._records = 0  # held in all (a record in two results counts twice)
         self._lock = threading.Lock()
 
     def get(self, name: str, where: Where, version: int) -> list[Any] | None:
@@ -75,9 +77,16 @@ class ReadCache:
         if len(records) > ROWS:
             return
         with self._lock:
-            self._held[_key(name, where)] = _Held(where, version, {r.id: r for r in records})
-            while len(self._held) > ENTRIES:
-                self._held.popitem(last=False)
+            key = _key(name, where)
+            self._release(self._held.pop(key, None))
+            self._held[key] = _Held(where, version, {r.id: r for r in records})
+            self._records += len(records)
+            while self._records > RECORDS and self._held:
+                self._release(self._held.popitem(last=False)[1])
+
+    def _release(self, held: _Held | None) -> None:
+        if held is not None:
+            self._records -= len(held.records)
 
     def wrote(self, name: str, *, before: int, after: int, rows: Sequence[tuple[Mapping[str, Any], Any]]) -> None:
         """After this process's one commit moved ``name`` from ``before`` to ``after``, writing ``rows``
@@ -87,15 +96,17 @@ class ReadCache:
             for key in [k for k in self._held if k[0] == name]:
                 held = self._held[key]
                 if held.version != before:
-                    del self._held[key]
+                    self._release(self._held.pop(key))
                     continue
+                self._records -= len(held.records)
                 for row, record in rows:
                     if passes(held.where, row):
                         held.records[record.id] = record
                     else:
                         held.records.pop(record.id, None)
+                self._records += len(held.records)
                 if len(held.records) > ROWS:
-                    del self._held[key]
+                    self._release(self._held.pop(key))
                     continue
                 held.version = after
 
@@ -103,4 +114,4 @@ class ReadCache:
         """Forget every result of ``name`` (a write whose effect on them is unknown)."""
         with self._lock:
             for key in [k for k in self._held if k[0] == name]:
-                del self._held[key]
+                self._release(self._held.pop(key))

@@ -192,3 +192,19 @@ def test_only_results_read_at_the_write_s_own_version_take_its_rows() -> None:
     assert _ids(cache.get("turns", where, 5) or []) == [_turn(0).id, _turn(1).id]
     assert cache.get("turns", where, 4) is None
     assert cache.get("turns", _session("s-2"), 3) is None  # read before another commit: gone
+
+
+def test_the_least_recently_used_results_go_beyond_the_record_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_read_cache, "RECORDS", 4)
+    cache = ReadCache()
+    first, second, third = _session("s-1"), _session("s-2"), _session("s-3")
+    cache.put("turns", first, 1, [_turn(0, session="s-1"), _turn(1, session="s-1")])
+    cache.put("turns", second, 1, [_turn(0, session="s-2"), _turn(1, session="s-2")])
+    assert cache.get("turns", first, 1) is not None  # now the most recently used
+    cache.put("turns", third, 1, [_turn(0, session="s-3")])  # five records: the least recent result goes
+    assert cache.get("turns", second, 1) is None
+    assert cache.get("turns", first, 1) is not None
+    assert cache.get("turns", third, 1) is not None
+    cache.put("turns", first, 2, [_turn(0, session="s-1")])  # read again: replaces, not adds
+    cache.put("turns", second, 2, [_turn(0, session="s-2")])
+    assert all(cache.get("turns", w, v) is not None for w, v in ((first, 2), (second, 2), (third, 1)))
