@@ -7,7 +7,8 @@ result is held with the table version it was read at; this process's own writes 
 to the results they touch (a row joins the results whose filter it passes, and leaves those it no
 longer passes), and any other commit (another process, a compaction, a delete) moves the version
 on, so the next read goes to the engine again. Only results of at most ``ROWS`` rows are held, at
-most ``RECORDS`` records in all (least recently used results dropped beyond): a few tens of MB.
+most ``ENTRIES`` results and ``RECORDS`` records in all (least recently used results dropped beyond):
+a few tens of MB.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from typing import Any
 
 from ._filters import Where
 
-__all__ = ["RECORDS", "ROWS", "ReadCache"]
+__all__ = ["ENTRIES", "RECORDS", "ROWS", "ReadCache"]
 
 ROWS = 256  # the most rows a held result may have: a session's, not a user's whole history
 RECORDS = 16_384  # the most records held in all (turns of a few KB each)
+ENTRIES = 1_024  # the most results held (empty ones hold no record but cost a filter each)
 
 _Key = tuple[str, tuple[Any, ...]]
 
@@ -81,7 +83,7 @@ class ReadCache:
             self._release(self._held.pop(key, None))
             self._held[key] = _Held(where, version, {r.id: r for r in records})
             self._records += len(records)
-            while self._records > RECORDS and self._held:
+            while (self._records > RECORDS or len(self._held) > ENTRIES) and self._held:
                 self._release(self._held.popitem(last=False)[1])
 
     def _release(self, held: _Held | None) -> None:

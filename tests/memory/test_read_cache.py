@@ -208,3 +208,12 @@ def test_the_least_recently_used_results_go_beyond_the_record_budget(monkeypatch
     cache.put("turns", first, 2, [_turn(0, session="s-1")])  # read again: replaces, not adds
     cache.put("turns", second, 2, [_turn(0, session="s-2")])
     assert all(cache.get("turns", w, v) is not None for w, v in ((first, 2), (second, 2), (third, 1)))
+
+
+def test_empty_results_are_bounded_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_read_cache, "ENTRIES", 2)
+    cache = ReadCache()
+    for n in range(3):  # sessions with no turns yet: nothing held in records, still one result each
+        cache.put("turns", _session(f"s-{n}"), 1, [])
+    assert cache.get("turns", _session("s-0"), 1) is None
+    assert cache.get("turns", _session("s-1"), 1) == [] and cache.get("turns", _session("s-2"), 1) == []
