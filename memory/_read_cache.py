@@ -50,10 +50,11 @@ def passes(where: Where, row: Mapping[str, Any]) -> bool:
 
 
 class _Held:
-    __slots__ = ("records", "version", "where")
+    __slots__ = ("records", "scope", "version", "where")
 
     def __init__(self, where: Where, version: int, records: dict[str, Any]) -> None:
         self.where, self.version, self.records = where, version, records
+        self.scope = (where.eq.get("namespace"), where.eq.get("user_id"))  # None: any
 
 
 class ReadCache:
@@ -94,14 +95,24 @@ class ReadCache:
         """After this process's one commit moved ``name`` from ``before`` to ``after``, writing ``rows``
         (each a table row and its record): results read at ``before`` take the rows and move to ``after``;
         the others were already stale and go."""
+        # A write touches the results of its rows' users (and any a row's id is in): a bulk write
+        # of one user is not tested against every other user's held results.
+        by_scope: dict[tuple[Any, Any], list[tuple[Mapping[str, Any], Any]]] = {}
+        for row, record in rows:
+            by_scope.setdefault((row.get("namespace"), row.get("user_id")), []).append((row, record))
+        ids = {record.id for _, record in rows}
         with self._lock:
             for key in [k for k in self._held if k[0] == name]:
                 held = self._held[key]
                 if held.version != before:
                     self._release(self._held.pop(key))
                     continue
+                ns, user = held.scope
+                # Every row for a result of any user, or one holding a written id (it may leave under another scope).
+                whole = ns is None or user is None or not ids.isdisjoint(held.records)
+                touching = rows if whole else by_scope.get((ns, user), [])
                 self._records -= len(held.records)
-                for row, record in rows:
+                for row, record in touching:
                     if passes(held.where, row):
                         held.records[record.id] = record
                     else:

@@ -217,3 +217,20 @@ def test_empty_results_are_bounded_too(monkeypatch: pytest.MonkeyPatch) -> None:
         cache.put("turns", _session(f"s-{n}"), 1, [])
     assert cache.get("turns", _session("s-0"), 1) is None
     assert cache.get("turns", _session("s-1"), 1) == [] and cache.get("turns", _session("s-2"), 1) == []
+
+
+def test_a_write_reaches_the_results_of_its_users_and_of_the_ids_it_holds() -> None:
+    cache = ReadCache()
+    mine, theirs, anyone = _session(user="u-1"), _session(user="u-2"), Where(eq={"session_id": "s-1"})
+    for where in (mine, theirs, anyone):
+        cache.put("turns", where, 1, [])
+    cache.put("turns", Where(eq={"namespace": "default", "user_id": "u-3"}), 1, [_turn(0, user="u-3")])
+    row = {"namespace": "default", "user_id": "u-1", "session_id": "s-1", "status": "pending"}
+    cache.wrote("turns", before=1, after=2, rows=[(row, _turn(5))])
+    assert _ids(cache.get("turns", mine, 2) or []) == [_turn(5).id]
+    assert cache.get("turns", theirs, 2) == []  # another user's result: moved on, untouched
+    assert _ids(cache.get("turns", anyone, 2) or []) == [_turn(5).id]  # no user in the filter: every row
+    # A record held for u-3 rewritten as u-1's (ids are per scope, so only a repair does this): it leaves.
+    moved = {**row, "user_id": "u-1"}
+    cache.wrote("turns", before=2, after=3, rows=[(moved, _turn(0, user="u-3"))])
+    assert cache.get("turns", Where(eq={"namespace": "default", "user_id": "u-3"}), 3) == []
