@@ -6,10 +6,20 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from ._errors import InvalidArgumentError
 
-__all__ = ["MAX_FILTER_VALUE", "MAX_TEXT_CUE", "Where", "checked_column", "fts_cue", "sql_literal", "sql_timestamp"]
+__all__ = [
+    "MAX_FILTER_VALUE",
+    "MAX_TEXT_CUE",
+    "Where",
+    "checked_column",
+    "filter_key",
+    "fts_cue",
+    "sql_literal",
+    "sql_timestamp",
+]
 
 MAX_FILTER_VALUE = 4096
 # A full-text cue of more distinct words is cut: BM25 over hundreds of terms finds nothing better.
@@ -67,6 +77,27 @@ class Where:
                 return "false"
             parts.append(f"{checked_column(column)} IN ({', '.join(sql_literal(v) for v in values)})")
         return " AND ".join(parts) if parts else "true"
+
+    def key(self) -> tuple[Any, ...]:
+        """The same tests in any order give the same key (for results kept per filter)."""
+        return filter_key(self.eq, self.isin or {}, self.ne or {})
+
+    def admits(self, row: Mapping[str, Any]) -> bool:
+        """Whether a table row passes these tests as :meth:`sql` would have the engine decide (NULL equals nothing)."""
+        if any(row.get(column) != value for column, value in self.eq.items()):
+            return False
+        if any(row.get(column) not in values for column, values in (self.isin or {}).items()):
+            return False
+        return all(row.get(column) is None or row.get(column) != value for column, value in (self.ne or {}).items())
+
+
+def filter_key(eq: Mapping[str, str], isin: Mapping[str, Sequence[str]], ne: Mapping[str, str]) -> tuple[Any, ...]:
+    """A hashable key of equality, membership and inequality tests, whatever their order."""
+    return (
+        tuple(sorted(eq.items())),
+        tuple(sorted((k, tuple(v)) for k, v in isin.items())),
+        tuple(sorted(ne.items())),
+    )
 
 
 def checked_column(name: str) -> str:

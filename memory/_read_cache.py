@@ -30,23 +30,7 @@ _Key = tuple[str, tuple[Any, ...]]
 
 
 def _key(name: str, where: Where) -> _Key:
-    return (
-        name,
-        (
-            tuple(sorted(where.eq.items())),
-            tuple(sorted((k, tuple(v)) for k, v in (where.isin or {}).items())),
-            tuple(sorted((where.ne or {}).items())),
-        ),
-    )
-
-
-def passes(where: Where, row: Mapping[str, Any]) -> bool:
-    """Whether a table row passes ``where`` as the engine's SQL would (a NULL equals nothing)."""
-    if any(row.get(column) != value for column, value in where.eq.items()):
-        return False
-    if any(row.get(column) not in values for column, values in (where.isin or {}).items()):
-        return False
-    return all(row.get(column) is None or row.get(column) != value for column, value in (where.ne or {}).items())
+    return (name, where.key())
 
 
 class _Held:
@@ -113,7 +97,7 @@ class ReadCache:
                 touching = rows if whole else by_scope.get((ns, user), [])
                 self._records -= len(held.records)
                 for row, record in touching:
-                    if passes(held.where, row):
+                    if held.where.admits(row):
                         held.records[record.id] = record
                     else:
                         held.records.pop(record.id, None)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ._filters import filter_key
 from ._lexical import FIELDS, LexicalIndex
 from ._products import similarities
 
@@ -130,11 +131,7 @@ class VectorBlock:
         """
         if sum(len(v) for v in isin.values()) > _MASK_VALUES:
             return self._tested(eq, isin, ne)
-        key = (
-            tuple(sorted(eq.items())),
-            tuple(sorted((k, tuple(v)) for k, v in isin.items())),
-            tuple(sorted(ne.items())),
-        )
+        key = filter_key(eq, isin, ne)
         keep = self.masks.get(key)
         if keep is None:
             keep = self._tested(eq, isin, ne)

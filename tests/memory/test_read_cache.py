@@ -18,7 +18,7 @@ import pytest
 
 from tests.subprocesses import run_python
 from tiermem.memory import _read_cache
-from tiermem.memory._read_cache import ReadCache, passes
+from tiermem.memory._read_cache import ReadCache
 from tiermem.memory._records import Message, Turn
 from tiermem.memory._store import Store, Where
 
@@ -179,7 +179,7 @@ def test_random_writes_from_two_handles_never_leave_a_stale_answer(tmp_path: Pat
     ids=["eq", "eq-null", "isin", "isin-null", "ne-null", "ne", "isin-empty"],
 )
 def test_a_row_passes_a_filter_as_the_engines_sql_says(where: Where, row: dict[str, Any], expected: bool) -> None:
-    assert passes(where, row) is expected
+    assert where.admits(row) is expected
 
 
 def test_only_results_read_at_the_write_s_own_version_take_its_rows() -> None:
