@@ -408,6 +408,8 @@ def run_scenario(
     # The loops take turns, run after run: a drift in the machine's load reaches recall and its baseline alike,
     # and each run's ratio is to the baseline measured beside it.
     for _ in range(runs):
+        # A new capability for the loop that embeds: the library memoises query vectors, and a run repeats the queries.
+        live = memory.create_memory_capability(store=built.path, embedder=embedder)
         for name, loop in loops.items():
             timed[name].append(time_calls(loop, qs, warmup))
     if wrapper.misses != misses:
