@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from tiermem import MemoryContext, StoreMismatchError, create_memory_capability
 from tiermem.memory._cli import main as cli_main
 from tiermem.memory._embedder_names import DEFAULT_EMBEDDER, embedder_for_id, embedder_name, resolve_embedder
 from tiermem.memory._embedders import HashingEmbedder, OnnxEmbedder, StaticEmbedder
-from tiermem.memory._errors import ConfigurationError
+from tiermem.memory._errors import ConfigurationError, EmbedderError
 from tiermem.memory._store import REEMBEDDING, Store, Where, stored_meta
 
 ONNX_ID = "minilm-l6-onnx-int8-v1"
@@ -102,6 +104,82 @@ def test_vectors_are_unit_float32_rows_and_empty_texts_zero(onnx: OnnxEmbedder) 
 def test_same_input_gives_the_same_vectors(onnx: OnnxEmbedder) -> None:
     assert np.array_equal(onnx.embed(MEMORIES), onnx.embed(MEMORIES))
     assert np.array_equal(onnx.embed(MEMORIES), OnnxEmbedder(threads=1).embed(MEMORIES))
+
+
+class _RecordingSession:
+    """An onnxruntime session that notes which thread made each run and how many ran at once; runs in the
+    embedder's own threads wait for ``gate`` when one is given."""
+
+    def __init__(self, session: object, gate: threading.Event | None = None) -> None:
+        self.session, self.gate, self.threads, self.running, self.most = session, gate, list[str](), 0, 0
+        self.lock = threading.Lock()
+
+    def run(self, *args: object) -> object:
+        name = threading.current_thread().name
+        if self.gate is not None and name.startswith("tiermem-embed"):
+            assert self.gate.wait(30)
+        with self.lock:
+            self.threads.append(name)
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            time.sleep(0.002)  # long enough for the runs in flight to overlap on any machine
+            return self.session.run(*args)  # type: ignore[attr-defined]
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+TEXTS = [f"{m} ({n} days ago)" if n % 3 else m for n, m in enumerate(MEMORIES * 4)]
+
+
+def test_a_bulk_call_keeps_runs_in_flight_side_by_side_with_the_same_vectors() -> None:
+    want = OnnxEmbedder(threads=1).embed(TEXTS)  # one thread: its runs go one after another, in the caller
+    embedder = OnnxEmbedder(threads=2)
+    embedder.embed(["load the session"])
+    recording = _RecordingSession(embedder._session)
+    embedder._session = recording
+    got = embedder.embed(TEXTS)
+    assert np.array_equal(got, want)  # each text still its own run: the same vectors, in the caller's order
+    assert recording.most == 2 and all(name.startswith("tiermem-embed") for name in recording.threads)
+    recording.threads.clear()
+    one = embedder.embed([TEXTS[0]])  # a single run stays in the calling thread
+    assert np.array_equal(one[0], want[0]) and recording.threads == [threading.current_thread().name]
+
+
+def test_a_call_made_beside_another_keeps_its_runs_in_its_own_thread() -> None:
+    """Calls already side by side (an import's groups) would only add threads contending for the same cores."""
+    want = OnnxEmbedder(threads=1).embed(TEXTS)
+    embedder = OnnxEmbedder(threads=2)
+    embedder.embed(["load the session"])
+    gate = threading.Event()
+    recording = _RecordingSession(embedder._session, gate)
+    embedder._session = recording
+    first: list[np.ndarray] = []
+    spread = threading.Thread(target=lambda: first.append(embedder.embed(TEXTS)), name="first-caller")
+    spread.start()
+    while not embedder._calls:  # the first call is in progress, its runs held at the gate
+        time.sleep(0.001)
+    second = embedder.embed(TEXTS)
+    mine = list(recording.threads)
+    gate.set()
+    spread.join(30)
+    assert mine == [threading.current_thread().name] * len(TEXTS)
+    assert np.array_equal(second, want) and np.array_equal(first[0], want)
+    assert any(name.startswith("tiermem-embed") for name in recording.threads)
+
+
+def test_a_failed_run_in_a_bulk_call_raises_an_embedder_error() -> None:
+    embedder = OnnxEmbedder(threads=2)
+    embedder.embed(["load the session"])
+
+    class Failing:
+        def run(self, *args: object) -> object:
+            raise RuntimeError("out of memory")
+
+    embedder._session = Failing()
+    with pytest.raises(EmbedderError, match="the ONNX embedder failed: out of memory"):
+        embedder.embed(MEMORIES)
 
 
 def test_a_text_means_the_same_alone_or_in_a_long_batch(onnx: OnnxEmbedder) -> None:
