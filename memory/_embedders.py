@@ -14,7 +14,7 @@ import os
 import re
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
@@ -231,6 +231,16 @@ class OnnxEmbedder:
                 self._runner = (os.getpid(), ThreadPoolExecutor(self._threads, thread_name_prefix="tiermem-embed"))
             return self._runner[1]
 
+    def _spread(self, run: Callable[[list[int]], np.ndarray], chunks: list[list[int]]) -> list[np.ndarray]:
+        """``run`` of every chunk, ``threads`` at a time on the pool; a failure cancels the runs not yet started."""
+        futures = [self._pool().submit(run, chunk) for chunk in chunks]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
@@ -266,7 +276,7 @@ class OnnxEmbedder:
             # already side by side (an import's groups) keep their runs in their own threads: spread as well, they
             # would only add threads contending for the same cores (measured slower, bench/EMBEDDERS.md).
             spread = alone and len(chunks) > 1 and self._threads > 1
-            pooled = list(self._pool().map(run, chunks)) if spread else [run(chunk) for chunk in chunks]
+            pooled = self._spread(run, chunks) if spread else [run(chunk) for chunk in chunks]
         finally:
             with self._lock:
                 self._calls -= 1

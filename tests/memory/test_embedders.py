@@ -169,17 +169,24 @@ def test_a_call_made_beside_another_keeps_its_runs_in_its_own_thread() -> None:
     assert any(name.startswith("tiermem-embed") for name in recording.threads)
 
 
-def test_a_failed_run_in_a_bulk_call_raises_an_embedder_error() -> None:
+def test_a_failed_run_in_a_bulk_call_raises_an_embedder_error_and_cancels_the_rest() -> None:
     embedder = OnnxEmbedder(threads=2)
     embedder.embed(["load the session"])
 
     class Failing:
+        runs = 0
+
         def run(self, *args: object) -> object:
+            Failing.runs += 1
+            if Failing.runs > 1:
+                time.sleep(0.05)  # the runs after the first are still going when the caller sees the failure
             raise RuntimeError("out of memory")
 
     embedder._session = Failing()
     with pytest.raises(EmbedderError, match="the ONNX embedder failed: out of memory"):
-        embedder.embed(MEMORIES)
+        embedder.embed(TEXTS)
+    time.sleep(0.2)  # whatever had started has ended
+    assert Failing.runs <= 3 < len(TEXTS)  # the first, and at most one more per thread: the rest never ran
 
 
 def test_a_text_means_the_same_alone_or_in_a_long_batch(onnx: OnnxEmbedder) -> None:
