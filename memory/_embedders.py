@@ -10,12 +10,15 @@ a store's recorded id stands for is :mod:`._embedder_names`.
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import re
 import threading
+import weakref
 import zlib
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -32,6 +35,8 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "StaticEmbedder",
 ]
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -177,8 +182,10 @@ class OnnxEmbedder:
         self._tokenizer: Any = None
         self._lock = threading.Lock()
         self._dims: int | None = None
-        self._runner: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool): a forked child makes its own
+        self._runner: ThreadPoolExecutor | None = None
         self._calls = 0  # embed calls in progress: only a call alone spreads its runs (see embed)
+        if hasattr(os, "register_at_fork"):  # a forked child has none of the pool's threads, and its copy of the
+            os.register_at_fork(after_in_child=functools.partial(_forked, weakref.ref(self)))  # lock may be held
 
     @property
     def id(self) -> str:
@@ -225,15 +232,24 @@ class OnnxEmbedder:
         return self._dims
 
     def _pool(self) -> ThreadPoolExecutor:
-        """The threads that keep several runs in flight, started on first use (again in a forked child)."""
+        """The threads that keep several runs in flight, started on first use."""
         with self._lock:
-            if self._runner is None or self._runner[0] != os.getpid():
-                self._runner = (os.getpid(), ThreadPoolExecutor(self._threads, thread_name_prefix="tiermem-embed"))
-            return self._runner[1]
+            if self._runner is None:
+                self._runner = ThreadPoolExecutor(self._threads, thread_name_prefix="tiermem-embed")
+            return self._runner
 
     def _spread(self, run: Callable[[list[int]], np.ndarray], chunks: list[list[int]]) -> list[np.ndarray]:
         """``run`` of every chunk, ``threads`` at a time on the pool; a failure cancels the runs not yet started."""
-        futures = [self._pool().submit(run, chunk) for chunk in chunks]
+        pool = self._pool()
+        futures: list[Future[np.ndarray]] = []
+        try:
+            for chunk in chunks:
+                futures.append(pool.submit(run, chunk))
+        except RuntimeError as exc:  # the interpreter is shutting down and starts no threads: run them all here
+            for future in futures:
+                future.cancel()
+            log.debug("embedding %d runs in the calling thread: %s", len(chunks), exc)
+            return [run(chunk) for chunk in chunks]
         try:
             return [future.result() for future in futures]
         except BaseException:
@@ -283,6 +299,13 @@ class OnnxEmbedder:
         for chunk, vectors in zip(chunks, pooled, strict=True):
             out[[live[k] for k in chunk]] = vectors
         return _normalise(out)
+
+
+def _forked(ref: weakref.ref[OnnxEmbedder]) -> None:
+    """In a forked child: a free lock, no call in progress, and a pool started afresh on first use."""
+    embedder = ref()
+    if embedder is not None:
+        embedder._lock, embedder._calls, embedder._runner = threading.Lock(), 0, None
 
 
 class SentenceTransformerEmbedder:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -158,35 +159,76 @@ def test_a_call_made_beside_another_keeps_its_runs_in_its_own_thread() -> None:
     first: list[np.ndarray] = []
     spread = threading.Thread(target=lambda: first.append(embedder.embed(TEXTS)), name="first-caller")
     spread.start()
-    while not embedder._calls:  # the first call is in progress, its runs held at the gate
-        time.sleep(0.001)
-    second = embedder.embed(TEXTS)
-    mine = list(recording.threads)
-    gate.set()
-    spread.join(30)
+    try:
+        deadline = time.monotonic() + 10
+        while not embedder._calls:  # the first call is in progress, its runs held at the gate
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        second = embedder.embed(TEXTS)
+        mine = list(recording.threads)
+    finally:
+        gate.set()
+        spread.join(30)
     assert mine == [threading.current_thread().name] * len(TEXTS)
-    assert np.array_equal(second, want) and np.array_equal(first[0], want)
+    assert first and np.array_equal(second, want) and np.array_equal(first[0], want)
     assert any(name.startswith("tiermem-embed") for name in recording.threads)
 
 
 def test_a_failed_run_in_a_bulk_call_raises_an_embedder_error_and_cancels_the_rest() -> None:
     embedder = OnnxEmbedder(threads=2)
     embedder.embed(["load the session"])
+    release, lock = threading.Event(), threading.Lock()
+    runs = [0]
 
     class Failing:
-        runs = 0
-
         def run(self, *args: object) -> object:
-            Failing.runs += 1
-            if Failing.runs > 1:
-                time.sleep(0.05)  # the runs after the first are still going when the caller sees the failure
+            with lock:
+                runs[0] += 1
+                later = runs[0] > 1
+            if later:  # the runs after the first are still going when the caller sees the failure
+                release.wait(10)
             raise RuntimeError("out of memory")
 
     embedder._session = Failing()
-    with pytest.raises(EmbedderError, match="the ONNX embedder failed: out of memory"):
-        embedder.embed(TEXTS)
-    time.sleep(0.2)  # whatever had started has ended
-    assert Failing.runs <= 3 < len(TEXTS)  # the first, and at most one more per thread: the rest never ran
+    try:
+        with pytest.raises(EmbedderError, match="the ONNX embedder failed: out of memory"):
+            embedder.embed(TEXTS)
+    finally:
+        release.set()
+    embedder._pool().shutdown(wait=True)  # whatever had started has ended
+    assert runs[0] <= 3 < len(TEXTS)  # the first, and at most one more per thread: the rest never ran
+
+
+def test_a_bulk_call_once_no_thread_can_start_runs_in_the_caller() -> None:
+    """While the interpreter shuts down (an ``atexit`` hook, a daemon thread) the pool takes no work."""
+    want = OnnxEmbedder(threads=1).embed(TEXTS)
+    embedder = OnnxEmbedder(threads=2)
+    embedder._pool().shutdown()  # refuses new work as it does during interpreter shutdown
+    assert np.array_equal(embedder.embed(TEXTS), want)
+    script = (
+        "import atexit\n"
+        "from tiermem.memory._embedders import OnnxEmbedder\n"
+        "e = OnnxEmbedder(threads=2)\n"
+        "atexit.register(lambda: print(e.embed(['one text', 'another text', 'a third']).shape))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "(3, 384)", done.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_child_starts_with_a_free_lock_and_no_call_in_progress() -> None:
+    embedder = OnnxEmbedder(threads=2)
+    embedder._pool()
+    embedder._calls = 1  # a call of another thread was in progress at the fork
+    with embedder._lock, warnings.catch_warnings():  # held at the fork: the child's copy would stay held
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads (3.12+): the child runs no ORT
+        pid = os.fork()
+        if pid == 0:
+            fine = embedder._calls == 0 and embedder._runner is None and embedder._lock.acquire(blocking=False)
+            os._exit(0 if fine else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert embedder._calls == 1 and embedder._runner is not None  # the parent's own state is untouched
 
 
 def test_a_text_means_the_same_alone_or_in_a_long_batch(onnx: OnnxEmbedder) -> None:
