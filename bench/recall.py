@@ -381,7 +381,6 @@ def run_scenario(
     *,
     runs: int,
 ) -> Result:
-    live = memory.create_memory_capability(store=built.path, embedder=embedder)
     ctx = memory.MemoryContext(namespace=NAMESPACE, user_id=scenario.user_id)
     cap = memory.create_memory_capability(store=built.path, embedder=wrapper)
     returned: list[int] = []
@@ -408,7 +407,8 @@ def run_scenario(
     # The loops take turns, run after run: a drift in the machine's load reaches recall and its baseline alike,
     # and each run's ratio is to the baseline measured beside it.
     for _ in range(runs):
-        # A new capability for the loop that embeds: the library memoises query vectors, and a run repeats the queries.
+        # A new capability (read by the "embedded" loop) each run: the library memoises query vectors, and a run
+        # repeats the queries.
         live = memory.create_memory_capability(store=built.path, embedder=embedder)
         for name, loop in loops.items():
             timed[name].append(time_calls(loop, qs, warmup))
