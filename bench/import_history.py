@@ -696,11 +696,14 @@ def report(
             tps = _median(results[label], lambda r: r.tps)
             met = "MET" if tps >= aim else "NOT MET"
             ceiling = _median(results[label], lambda r: r.turns / r.embed_alone_s if r.embed_alone_s else math.inf)
+            base = base_tps.get(by_label[label].embedder_name)
             bound = (
                 f"; its embedder alone allows {ceiling:,.1f}, below the aim: out of reach with this embedder here"
                 if ceiling < aim
                 else ""
             )
+            if base is not None and base < aim:  # an import journals every turn: it cannot outrun its journal step
+                bound += f"; the journal step alone runs at {base:,.1f}"
             lines.append(f"- >= {aim:.0f} turns/s {what}, `{label}`: **{met}** ({tps:,.1f}{bound}).")
     for name, tps in base_tps.items():
         lines.append(f"- The journal-only baseline of the same runs, embedder `{name}`: {tps:,.1f} turns/s.")
