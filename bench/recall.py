@@ -206,20 +206,14 @@ def pct(values: Sequence[float], q: float) -> float:
 
 
 def time_calls(fn: Callable[[str], object], items: Sequence[str], warmup: int) -> list[float]:
-    for text in items[:warmup]:
-        fn(text)
-    out = []
-    for text in items[warmup:]:
-        t0 = time.perf_counter_ns()
-        fn(text)
-        out.append((time.perf_counter_ns() - t0) / 1e6)
-    return out
+    """``fn``'s call times (ms) over ``items``, after ``warmup`` untimed calls."""
+    return time_after(lambda _: None, fn, items, warmup)
 
 
 def time_after(
     before: Callable[[str], object], fn: Callable[[str], object], items: Sequence[str], warmup: int
 ) -> list[float]:
-    """``fn``'s call times, each call made right after an untimed ``before`` of the same item."""
+    """``fn``'s call times (ms), each call made right after an untimed ``before`` of the same item."""
     for text in items[:warmup]:
         before(text)
         fn(text)
@@ -250,6 +244,11 @@ class Runs:
         return statistics.median(statistics.fmean(run) for run in self.times)
 
 
+def _faster(a: Runs, b: Runs, q: float) -> list[float]:
+    """Per run, the lower of the two loops' percentile ``q``."""
+    return [min(x, y) for x, y in zip(a.each(q), b.each(q), strict=True)]
+
+
 @dataclass
 class Result:
     scenario: Scenario
@@ -273,7 +272,7 @@ class Result:
 
     def hybrids(self, q: float) -> list[float]:
         """Each run's hybrid baseline at percentile ``q``: the faster of its two products in that run."""
-        return [min(t, c) for t, c in zip(self.hybrid_threaded_ms.each(q), self.hybrid_chunked_ms.each(q), strict=True)]
+        return _faster(self.hybrid_threaded_ms, self.hybrid_chunked_ms, q)
 
     def hybrid(self, q: float) -> float:
         """The hybrid baseline's percentile ``q``, median over the runs."""
@@ -289,8 +288,7 @@ class Result:
 
     def after_recall(self, q: float) -> list[float]:
         """Each run's hybrid baseline timed right after a recall, at percentile ``q``: the faster product's."""
-        pairs = zip(self.after_threaded_ms.each(q), self.after_chunked_ms.each(q), strict=True)
-        return [min(t, c) for t, c in pairs]
+        return _faster(self.after_threaded_ms, self.after_chunked_ms, q)
 
     def ratios_after_recall(self, q: float) -> list[float]:
         """Each run's search alone over the same run's hybrid baseline timed right after a recall."""

@@ -10,7 +10,6 @@ a store's recorded id stands for is :mod:`._embedder_names`.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import re
@@ -184,8 +183,7 @@ class OnnxEmbedder:
         self._dims: int | None = None
         self._runner: ThreadPoolExecutor | None = None
         self._calls = 0  # embed calls in progress: only a call alone spreads its runs (see embed)
-        if hasattr(os, "register_at_fork"):  # a forked child has none of the pool's threads, and its copy of the
-            os.register_at_fork(after_in_child=functools.partial(_forked, weakref.ref(self)))  # lock may be held
+        _LIVE.add(self)  # a forked child has none of the pool's threads, and its copy of the lock may be held
 
     @property
     def id(self) -> str:
@@ -301,11 +299,17 @@ class OnnxEmbedder:
         return _normalise(out)
 
 
-def _forked(ref: weakref.ref[OnnxEmbedder]) -> None:
-    """In a forked child: a free lock, no call in progress, and a pool started afresh on first use."""
-    embedder = ref()
-    if embedder is not None:
+_LIVE: weakref.WeakSet[OnnxEmbedder] = weakref.WeakSet()  # one fork hook for all, not one per embedder made
+
+
+def _forked() -> None:
+    """In a forked child, every embedder: a free lock, no call in progress, and a pool started afresh on first use."""
+    for embedder in list(_LIVE):
         embedder._lock, embedder._calls, embedder._runner = threading.Lock(), 0, None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 class SentenceTransformerEmbedder:
