@@ -19,7 +19,7 @@ turns: a figure is the median of the runs' percentiles, a ratio the median of ea
 baseline measured beside it. Each baseline is timed on each query right after an untimed recall of it (the
 state of the CPU's caches each timed recall meets: the aims are judged on it), back to back (its matrix
 stays in the cache, which no recall's does), and right after a busy wait as long as a recall that touches
-no memory (the elapsed time alone is what leaves the rows out of the cache). A breakdown times the store
+no memory (elapsed time alone leaves the rows out of the cache, as a recall does). A breakdown times the store
 calls recall makes, one by one, and LanceDB's own full-text search in several settings (pre- vs post-filter,
 ``fast_search``, output columns, limit), next to the cached words. Memory held per cached user
 (vectors and records; texts and BM25 index) is reported.
@@ -308,10 +308,6 @@ class Result:
     def ratio_after_recall(self, q: float) -> float:
         """The median over the runs of :meth:`ratios_after_recall`."""
         return statistics.median(self.ratios_after_recall(q))
-
-    def after_busy(self, q: float) -> list[float]:
-        """Each run's hybrid baseline timed right after a busy wait as long as a recall: the faster product's."""
-        return _faster(self.busy_threaded_ms, self.busy_chunked_ms, q)
 
 
 def user_matrix(store: Store, user_id: str) -> tuple[np.ndarray, list[str]]:
@@ -707,9 +703,9 @@ def main(argv: list[str] | None = None) -> int:
         "The hybrid is timed on each query in three states of the CPU's caches: *after a recall* (right after an "
         "untimed recall of the same query: the state each timed recall meets, since it follows a recall), *back to "
         "back* (its own loop: its 15 MB of rows at 10k items stay in the cache from one query to the next, which "
-        "no recall's do) and *after a busy wait* as long as the run's median recall, touching no memory (the time "
-        "alone, not what recall reads, is what leaves the rows out of the cache). The aims are judged on the "
-        "first: recall and its baseline each measured in the state the other meets.",
+        "no recall's do) and *after a busy wait* as long as the run's median recall, touching no memory (time alone "
+        "leaves the rows out of the cache, as a recall does). The aims are judged on the first: recall and its "
+        "baseline both measured in the state a recall meets.",
         "",
         "| scenario | rows in store | user items | p50 ms | p95 ms | search alone p50 ms | search alone p95 ms "
         "| mean ms | cosine baseline back to back p50 / p95 ms | hybrid baseline after a recall p50 / p95 ms "
