@@ -27,7 +27,7 @@ __all__ = ["PRODUCT", "ROWS", "similarities"]
 # Elements per chunk: the most OpenBLAS multiplies on the calling thread. It splits an sgemv of
 # 115,200 x 4 = 460,800 elements or more across its threads (OpenBLAS 0.3.31; measured: 1,199 rows of 384
 # take one core, 1,201 two). Chunks of 2**19 woke its threads (at load 9 on 2 cores: p50 22 ms, p95
-# 200 ms for 10k rows of 384; in chunks of 2**18, 1.3 ms and 10 ms). A chunk as large as stays under it
+# 200 ms for 10k rows of 384; in chunks of 2**18, 1.3 ms and 10 ms). The largest chunk under it
 # (1,152 rows of 384, not 2**18's 640) means fewer hand-overs: a 10k-row product alone took 0.28 ms
 # instead of 0.45 with one helper on an idle machine. Inside recall (10k rows) it measured about 0.5 ms
 # either way, the difference within the noise.
