@@ -60,11 +60,11 @@ from pydantic import BaseModel
 
 from tiermem import Embedder, HashingEmbedder, MemoryContext, Turn, UsageLedger, system
 from tiermem.jobs._scheduler import DEFAULT_INTERVALS, JOBS
-from tiermem.memory._embedder_names import resolve_embedder
+from tiermem.memory._embed._names import resolve_embedder
 from tiermem.memory._identity import turn_id
 from tiermem.memory._records import Message
 from tiermem.memory._stage import Stage
-from tiermem.memory._system import MemorySystem
+from tiermem.memory._write._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, FunctionModel, StageCall, forbid_real_model_requests
 from tiermem.prompts import consolidate, digest, encode_consolidate, encode_episode, observe
 

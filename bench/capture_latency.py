@@ -41,8 +41,8 @@ from _machine import cpu_name, package_version
 from capture import _turn, conversation, fake_answer
 
 from tiermem import MemoryContext, Turn, system
-from tiermem.memory._embedder_names import resolve_embedder
-from tiermem.memory._system import MemorySystem
+from tiermem.memory._embed._names import resolve_embedder
+from tiermem.memory._write._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, FunctionModel, forbid_real_model_requests
 
 forbid_real_model_requests()  # a benchmark never reaches a real provider

@@ -245,7 +245,7 @@ def split_scores(dims: int) -> tuple[Score, Score]:
 
 
 def build_candidates(args: argparse.Namespace) -> list[Candidate]:
-    from tiermem.memory._embedders import OnnxEmbedder, StaticEmbedder
+    from tiermem.memory._embed._embedders import OnnxEmbedder, StaticEmbedder
 
     out: list[Candidate] = []
     t0 = time.perf_counter()

@@ -47,9 +47,9 @@ from pathlib import Path
 from typing import Any
 
 import tiermem as memory
-from tiermem.memory._graph import RelationGraph
 from tiermem.memory._identity import edge_id
-from tiermem.memory._store import Where
+from tiermem.memory._relations._graph import RelationGraph
+from tiermem.memory._store._store import Where
 
 NAMESPACE = "bench"
 USER_ID = "graph-user"

@@ -78,11 +78,11 @@ from _locomo_data import load
 from _machine import cpu_name, package_version
 
 from tiermem import Embedder, HashingEmbedder, MemoryContext, Turn, system
-from tiermem.memory._capture import _speaker
-from tiermem.memory._embedder_names import resolve_embedder
+from tiermem.memory._embed._names import resolve_embedder
 from tiermem.memory._identity import turn_id
 from tiermem.memory._records import Message
-from tiermem.memory._system import MemorySystem
+from tiermem.memory._write._capture import _speaker
+from tiermem.memory._write._system import MemorySystem
 from tiermem.memory.testing import FunctionModel, StageCall, forbid_real_model_requests
 from tiermem.prompts import consolidate, digest, encode_consolidate, encode_episode, observe
 

@@ -54,7 +54,7 @@ from _synthetic import fact_batches, queries
 
 from tiermem import Fact, MemoryContext, MemorySystem, system
 from tiermem.jobs import run_janitor
-from tiermem.memory._store import Store, Where
+from tiermem.memory._store._store import Store, Where
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
 NAMESPACE = "bench"

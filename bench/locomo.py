@@ -59,8 +59,8 @@ from _locomo_data import CATEGORIES, Conversation, Question, load
 
 import tiermem as memory
 from tiermem import Embedder, MemoryContext
-from tiermem.memory._embedder_names import resolve_embedder
-from tiermem.memory._store import Where
+from tiermem.memory._embed._names import resolve_embedder
+from tiermem.memory._store._store import Where
 from tiermem.memory._text import STOP_WORDS, words
 from tiermem.memory.testing import FrozenClock, FunctionModel, Lexicon
 from tiermem.pipelines._rules import RULES

@@ -42,8 +42,8 @@ from _machine import cpu_name, package_version  # noqa: E402
 from tests.object_storage import S3Server, moto_server  # noqa: E402
 from tiermem import MemoryContext, MemorySystem, system  # noqa: E402
 from tiermem.jobs import run_janitor  # noqa: E402
-from tiermem.memory._embedder_names import resolve_embedder  # noqa: E402
-from tiermem.memory._store import Store  # noqa: E402
+from tiermem.memory._embed._names import resolve_embedder  # noqa: E402
+from tiermem.memory._store._store import Store  # noqa: E402
 from tiermem.memory.testing import FrozenClock  # noqa: E402
 
 EMBEDDER = resolve_embedder("hashing")

@@ -56,9 +56,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import cpu_name
 
 from tiermem import Fact, MemoryContext, create_memory_capability
-from tiermem.memory._embedder_names import resolve_embedder
+from tiermem.memory._embed._names import resolve_embedder
 from tiermem.memory._text import STOP_WORDS, words
-from tiermem.memory._tiers import embedded_text
+from tiermem.memory._tiers._tiers import embedded_text
 from tiermem.memory.testing import FrozenClock, Lexicon
 
 warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")

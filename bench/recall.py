@@ -60,11 +60,11 @@ from _machine import cpu_name, package_version
 from _synthetic import fact_batches, queries
 
 import tiermem as memory
-from tiermem.memory._embedder_names import resolve_embedder
+from tiermem.memory._embed._names import resolve_embedder
 from tiermem.memory._filters import fts_cue
-from tiermem.memory._recall import BACKGROUND
-from tiermem.memory._store import Store, Where
-from tiermem.memory._store_search import _fts_query
+from tiermem.memory._recall._ranking import BACKGROUND
+from tiermem.memory._store._search import _fts_query
+from tiermem.memory._store._store import Store, Where
 from tiermem.memory._text import content_terms
 
 NAMESPACE = "bench"
@@ -307,7 +307,7 @@ def user_matrix(store: Store, user_id: str) -> tuple[np.ndarray, list[str]]:
 
 # Elements per product in the chunked variant: below OpenBLAS's threading threshold for sgemv, so each
 # chunk runs on the calling thread (recall's chunks are the same size, shared with idle cores:
-# memory/_products.py).
+# memory/_index/_products.py).
 CHUNK = 2**18
 
 
@@ -771,7 +771,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     lines += [
         "",
-        "The cached words (`memory/_lexical.py`) analyse text as LanceDB's index does (runs of letters and "
+        "The cached words (`memory/_index/_lexical.py`) analyse text as LanceDB's index does (runs of letters and "
         "digits, accents folded, Snowball English stems; the project's stop words) and score BM25 with the "
         "user's own statistics (document frequencies and lengths of the user's rows), where LanceDB's index "
         "uses the whole table's: on a shared table scores differ a little. The synthetic facts repeat (many "

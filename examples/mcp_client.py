@@ -27,7 +27,7 @@ async def main() -> None:
     args = [store if arg == "~/.tiermem/store" else arg for arg in HOST_CONFIG["args"]]  # the host's config, our store
     command = shutil.which(HOST_CONFIG["command"]) or sys.executable
     if command == sys.executable:
-        args = ["-m", "tiermem.memory._cli", *args]
+        args = ["-m", "tiermem.memory._cli._main", *args]
     server = StdioServerParameters(command=command, args=args, env={**os.environ})
     async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
         await session.initialize()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._janitor import JanitorReport, run_janitor
-from ._maintenance import close_idle_sessions, retry_pending, run_consolidation, run_digests
+from ._pipeline_runs import close_idle_sessions, retry_pending, run_consolidation, run_digests
 from ._scheduler import DEFAULT_INTERVALS, JOBS, run_job, run_job_async, schedule_jobs, wait_for_jobs
 
 __all__ = [

@@ -24,7 +24,8 @@ from datetime import datetime
 
 from tiermem.memory._blocking import run_blocking
 from tiermem.memory._records import Edge, Fact, MemoryContext
-from tiermem.memory._system import MemorySystem
+
+from ._host import MaintainedSystem
 
 __all__ = ["Expiry", "expire"]
 
@@ -40,7 +41,7 @@ class Expiry:
 
 
 async def expire(
-    mem: MemorySystem, ctx: MemoryContext, now: datetime, *, dry_run: bool, ended: Collection[str] = ()
+    mem: MaintainedSystem, ctx: MemoryContext, now: datetime, *, dry_run: bool, ended: Collection[str] = ()
 ) -> Expiry:
     """Expire this user's episodes older than the TTL; ``ended``: fact ids this run archives (a dry run's)."""
     out = Expiry()

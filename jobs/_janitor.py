@@ -15,10 +15,10 @@ from tiermem.memory._decay import effective_confidence, turn_decay
 from tiermem.memory._errors import TiermemError
 from tiermem.memory._options import HygieneOptions
 from tiermem.memory._records import Fact, MemoryContext
-from tiermem.memory._system import MemorySystem
 from tiermem.pipelines import compact_subject
 
 from ._expiry import expire
+from ._host import MaintainedSystem
 
 __all__ = ["STEPS", "JanitorReport", "run_janitor"]
 
@@ -63,7 +63,7 @@ def enabled_steps(hygiene: HygieneOptions | None) -> list[str]:
     return [] if hygiene is None else [step for step in STEPS if getattr(hygiene, step)]
 
 
-async def run_janitor(mem: MemorySystem, now: datetime | None = None, *, dry_run: bool = False) -> JanitorReport:
+async def run_janitor(mem: MaintainedSystem, now: datetime | None = None, *, dry_run: bool = False) -> JanitorReport:
     """One pass over every user in the store; idempotent and safe beside live captures."""
     now = now or mem.clock.now()
     hygiene = mem.capability.hygiene
@@ -99,14 +99,14 @@ async def run_janitor(mem: MemorySystem, now: datetime | None = None, *, dry_run
     return report
 
 
-def _users(mem: MemorySystem) -> list[MemoryContext]:
+def _users(mem: MaintainedSystem) -> list[MemoryContext]:
     """Every user with memories, edges included: edges can outlive every fact they were derived from."""
     pairs = {(c.namespace, c.user_id) for c in mem.tiers.users()} | set(mem.store.scopes("edges"))
     return [MemoryContext(namespace=ns, user_id=user) for ns, user in sorted(pairs)]
 
 
 async def _facts(
-    mem: MemorySystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool
+    mem: MaintainedSystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool
 ) -> set[str]:
     """Archive facts whose effective confidence fell under the floor; returns their ids."""
     semantic = mem.capability.semantic
@@ -125,7 +125,9 @@ async def _facts(
     return {f.id for f in faded}
 
 
-async def _working(mem: MemorySystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool) -> None:
+async def _working(
+    mem: MaintainedSystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool
+) -> None:
     working = mem.capability.working
     if working is None:
         return
@@ -144,7 +146,9 @@ async def _working(mem: MemorySystem, ctx: MemoryContext, now: datetime, report:
         await run_blocking(mem.tiers.put_working, faded)
 
 
-async def _compact(mem: MemorySystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool) -> None:
+async def _compact(
+    mem: MaintainedSystem, ctx: MemoryContext, now: datetime, report: JanitorReport, dry_run: bool
+) -> None:
     semantic = mem.capability.semantic
     if semantic is None:
         return

@@ -19,19 +19,19 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 
 from tiermem.memory._errors import ConfigurationError
-from tiermem.memory._system import MemorySystem
 
+from ._host import MaintainedSystem
 from ._janitor import run_janitor
-from ._maintenance import close_idle_sessions, retry_pending, run_consolidation, run_digests
+from ._pipeline_runs import close_idle_sessions, retry_pending, run_consolidation, run_digests
 
 __all__ = ["DEFAULT_INTERVALS", "JOBS", "run_job", "run_job_async", "schedule_jobs", "wait_for_jobs"]
 
 log = logging.getLogger("tiermem.jobs.scheduler")
 
-Job = Callable[[MemorySystem, datetime | None], Awaitable[Any]]
+Job = Callable[[MaintainedSystem, datetime | None], Awaitable[Any]]
 
 
-async def _janitor(mem: MemorySystem, now: datetime | None) -> Any:
+async def _janitor(mem: MaintainedSystem, now: datetime | None) -> Any:
     return (await run_janitor(mem, now)).as_dict()
 
 
@@ -50,12 +50,12 @@ DEFAULT_INTERVALS: dict[str, timedelta] = {
     "retries": timedelta(minutes=10),
 }
 
-_systems: dict[str, MemorySystem] = {}
+_systems: dict[str, MaintainedSystem] = {}
 _loops: dict[str, asyncio.AbstractEventLoop] = {}
 _in_flight: set[asyncio.Task[Any]] = set()
 
 
-def _key(mem: MemorySystem) -> str:
+def _key(mem: MaintainedSystem) -> str:
     return mem.store.uri
 
 
@@ -120,7 +120,7 @@ def _create_jobs_table(store: Any) -> None:
 
 
 def schedule_jobs(
-    system: MemorySystem,
+    system: MaintainedSystem,
     scheduler: BaseScheduler | None = None,
     *,
     jobstore_url: str | None = None,

@@ -29,8 +29,8 @@ Everything tiermem raises on purpose derives from :class:`TiermemError`::
             ├── ModelConnectionError        the provider could not be reached
             └── ModelServerError            5xx: the provider failed (500, 502, 503)
 
-litellm's exceptions become these in one place, ``tiermem.memory._llm.map_model_error``; LanceDB's,
-pyarrow's and the OS's in ``tiermem.memory._store_errors.engine_errors``, around every engine call of
+litellm's exceptions become these in one place, ``tiermem.memory._llm._client.map_model_error``; LanceDB's,
+pyarrow's and the OS's in ``tiermem.memory._store._engine_errors.engine_errors``, around every engine call of
 the store and its parts. An exception of a type neither maps (a bug, ours or a library's) propagates
 unchanged instead of being disguised as "model failed" or "store failed". A plain :class:`ModelError`
 (neither permanent nor transient) is retried like a transient one.

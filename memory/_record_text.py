@@ -17,7 +17,7 @@ def embedded_text(record: Embedded) -> str:
     A turn's text is its messages, an edge's is ``source --relation--> target``. Retrieval keys are
     not embedded: measured, broader terms in the vector cost the default embedder hit@1 and let the
     static one recall more unrelated cues (bench/RESULTS-paraphrase.md, "Retrieval keys"); they are
-    searched by full text instead (:func:`~tiermem.memory._rows.search_context`).
+    searched by full text instead (:func:`~tiermem.memory._index._rows.search_context`).
     """
     if isinstance(record, Episode):
         return record.summary

@@ -25,6 +25,7 @@ __all__ = [
     "Tier",
     "Turn",
     "WorkingEntry",
+    "consolidation_order",
     "mentions",
     "retrieval_keys",
 ]
@@ -224,6 +225,11 @@ class Episode(_Record):
     retry_at: Instant | None = Field(default=None, description="Not retried by scheduled jobs before this time.")
     pinned: bool = Field(default=False, description="Pinned by the user: never expires.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
+
+
+def consolidation_order(episode: Episode) -> tuple[datetime, str]:
+    """The order pending episodes are consolidated in (and batched, and cut by ``limit``): earliest session first."""
+    return episode.started_at, episode.id
 
 
 class Fact(_Record):

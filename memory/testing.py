@@ -39,7 +39,7 @@ from typing import Any
 
 from tiermem.prompts import observe, observe_window
 
-from ._embedders import HashingEmbedder
+from ._embed import HashingEmbedder
 from ._errors import ModelError
 from ._llm import allow_real_requests, context_window_exceeded, install_fake_provider, message_tokens
 from ._records import MAX_KEYS

@@ -42,14 +42,14 @@ class Import:
 
 @dataclass(frozen=True, kw_only=True)
 class Module:
-    name: str  # "tiermem.memory._store"
+    name: str  # "tiermem.memory._store._store"
     path: Path  # the file, through the links
     is_package: bool
     imports: tuple[Import, ...]
 
     @property
     def shown(self) -> str:
-        """The path a reader of the repository knows: ``memory/_store.py``, ``tiermem/__init__.py``."""
+        """The path a reader of the repository knows: ``memory/_store/_store.py``, ``tiermem/__init__.py``."""
         rel = self.path.relative_to(IMPORT_ROOT).as_posix()
         return rel if rel.split("/")[0] in SUBPACKAGES else f"tiermem/{rel}"
 

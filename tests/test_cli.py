@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tiermem import HashingEmbedder, MemoryContext, system
-from tiermem.memory._cli import cli
+from tiermem.memory._cli._main import cli
 
 U1 = MemoryContext(user_id="u-1", session_id="s-1")
 U2 = MemoryContext(user_id="u-2", session_id="s-9")
@@ -90,7 +90,7 @@ def fact_id(store: str, text: str) -> str:
 
 def _tiermem() -> list[str]:
     script = Path(sys.executable).with_name("tiermem")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli._main"]
 
 
 def _process(*args: str) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ import pytest
 
 def _tiermem() -> list[str]:
     script = Path(sys.executable).with_name("tiermem")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli._main"]
 
 
 @pytest.mark.parametrize(

@@ -1,22 +1,24 @@
 """The dependency rule, every clause checked by AST over the sources (see tests/sources.py).
 
-The layers, bottom up::
+``tiermem.memory`` is a root of shared vocabulary (records, errors, ids, text, options: the modules at
+its top) and private folders, one per concern. The parts, bottom up::
 
-    leaves      tiermem.memory modules that need only the standard library, pydantic and other leaves
-                (records, options, subjects, errors, and whatever else qualifies: ids, decay, usage, ...)
-    prompts     import leaves and prompts
-    pipelines   import leaves, prompts and pipelines
-    memory      the rest of tiermem.memory (store, embedders, recall, capability, ...): never pipelines or jobs
-    root        the composition root, tiermem.memory._system, its own parts (modules named ``_system_<part>``:
-                the write side, retries) and the write side's parts it composes (_capture, _sessions,
-                _consolidation): the only memory modules wiring pipelines and jobs
-    jobs        import memory (the root included), pipelines and jobs
-    entry       the CLI (``_cli`` and its parts, ``_cli_<part>``) and the demo, above the root
-    facade      tiermem/__init__.py: imports the layers; nothing of ours imports it
+    vocabulary  tiermem.memory's own modules: the standard library, pydantic, numpy and each other
+    _index      in-process indexes of one user's rows (vectors, words, parsed records)
+    _store      the LanceDB adapter                      _llm    the litellm adapter
+    _embed      embedders                                _tiers  the tiers over the store
+    _relations  the relations graph                      _recall search, ranking, the context block
+    _govern     list/history/forget/erase/export         _read   the capability (the read side)
+    prompts, pipelines                                   jobs    scheduled work
+    _write      the composition root: the only part importing pipelines and jobs
+    _cli        the command line, the demo and the MCP server
+    facade      tiermem/__init__.py
 
-The clauses are written in these categories, not per file, so a module can be added or renamed
-without touching this test. Runtime imports (module level or inside a function) follow the rule;
-type-only imports (``if TYPE_CHECKING:``) may also name any memory module below the root.
+:data:`MAY_IMPORT` says which parts each part may import; every import counts, at module level, in a
+function (lazy) or under ``if TYPE_CHECKING:``, except where :data:`TYPE_ONLY` allows a type-only one.
+The table is a DAG, so no import cycle can pass between parts; within a part, the cycle test counts
+every import too. Another folder is entered only through its front door (``from .._store import Store``,
+never ``from .._store._tables import ...``), so a folder's modules can move without touching its users.
 """
 
 from __future__ import annotations
@@ -29,148 +31,167 @@ import pytest
 
 from tests.sources import FACADE, MODULES, REPO, STDLIB, Module, imports_in, ours
 
-# The leaf modules the issue names; each must be a leaf (the other leaves are found, not listed).
+MEMORY = "tiermem.memory"
+FOLDERS = (
+    "_index", "_store", "_llm", "_embed", "_tiers", "_relations", "_recall", "_govern", "_read", "_write", "_cli",
+)  # fmt: skip
+# What each part may import (besides itself), bottom up.
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "vocabulary": frozenset(),
+    "_index": frozenset({"vocabulary"}),
+    "_store": frozenset({"vocabulary", "_index"}),
+    "_llm": frozenset({"vocabulary"}),
+    "_embed": frozenset({"vocabulary", "_store", "_llm"}),
+    "_tiers": frozenset({"vocabulary", "_store", "_embed"}),
+    "_relations": frozenset({"vocabulary", "_tiers"}),
+    "_recall": frozenset({"vocabulary", "_index", "_store", "_tiers", "_relations"}),
+    "_govern": frozenset({"vocabulary", "_store", "_embed", "_tiers"}),
+    "_read": frozenset({"vocabulary", "_store", "_embed", "_tiers", "_relations", "_recall", "_govern"}),
+    "prompts": frozenset({"vocabulary"}),
+    "pipelines": frozenset({"vocabulary", "prompts"}),
+    "jobs": frozenset({"vocabulary", "_store", "_tiers", "_relations", "_read", "pipelines"}),
+    "_write": frozenset(
+        {"vocabulary", "_store", "_llm", "_embed", "_tiers", "_recall", "_govern", "_read", "pipelines", "jobs"}
+    ),
+    "testing": frozenset({"vocabulary", "_embed", "_llm", "prompts"}),
+    "_cli": frozenset({"vocabulary", "_store", "_embed", "_tiers", "_govern", "_read", "_write", "testing"}),
+    FACADE: frozenset({"vocabulary", *FOLDERS}) - {"_index", "_cli"},
+}
+# Imports that never run: the stage model names the LLM's type, and nothing more of it.
+TYPE_ONLY: dict[str, frozenset[str]] = {"pipelines": frozenset({"_llm"})}
+# The leaf modules the issue names; each must be vocabulary.
 CORE_LEAVES = ("records", "options", "subjects", "errors")
 # Libraries every layer may speak: vocabulary, not engines.
 VOCABULARY = frozenset({"pydantic", "numpy"})
-COMPOSITION_ROOT = "tiermem.memory._system"
-# The root's own parts are named after it (``_system_write_side``), as an adapter's are after its home.
-ROOT_PARTS = frozenset(name for name in MODULES if name.startswith(f"{COMPOSITION_ROOT}_"))
-ROOT = frozenset(
-    {COMPOSITION_ROOT, *ROOT_PARTS, *(f"tiermem.memory._{part}" for part in ("capture", "sessions", "consolidation"))}
-)
-CLI = "tiermem.memory._cli"
-ENTRY_POINTS = frozenset({CLI, "tiermem.memory._demo", *(name for name in MODULES if name.startswith(f"{CLI}_"))})
-# Each engine is imported in exactly one adapter, where its exceptions become ours: the home module
-# named here and its parts, modules named ``<home>_<part>`` beside it (``_store_meta``), so an
-# adapter can stay in modules of a readable size. Engines not listed are held to one adapter too.
+# Each engine is imported in exactly one home, a folder or a module, where its exceptions become ours.
+# Engines not listed are held to one home too.
 ENGINE_HOMES = {
-    "lancedb": "tiermem.memory._store",
-    "pyarrow": "tiermem.memory._store",
-    "litellm": "tiermem.memory._llm",
-    "click": CLI,
-    "networkx": "tiermem.memory._graph",
+    "lancedb": f"{MEMORY}._store",
+    "pyarrow": f"{MEMORY}._store",
+    "litellm": f"{MEMORY}._llm",
+    "click": f"{MEMORY}._cli",
+    "networkx": f"{MEMORY}._relations._graph",
     "apscheduler": "tiermem.jobs._scheduler",
-    "model2vec": "tiermem.memory._embedders",
-    "sentence_transformers": "tiermem.memory._embedders",
-    "onnxruntime": "tiermem.memory._embedders",
+    "model2vec": f"{MEMORY}._embed",
+    "sentence_transformers": f"{MEMORY}._embed",
+    "onnxruntime": f"{MEMORY}._embed",
 }
 OLD_TOP_LEVEL = frozenset({"memory", "pipelines", "jobs", "prompts"})
 
 
-def _in(package: str) -> list[Module]:
-    return [m for m in MODULES.values() if m.package == package]
-
-
-def _ours_in(*packages: str) -> frozenset[str]:
-    return frozenset(m.name for m in MODULES.values() if m.package in packages)
-
-
-def _leaf_import(name: str, leaves: set[str] | frozenset[str]) -> bool:
-    top = name.split(".")[0]
-    return top in STDLIB or top == "pydantic" or name in leaves
-
-
-def _find_leaves() -> frozenset[str]:
-    """Memory modules whose runtime imports are all standard library, pydantic or other leaves."""
-    candidates = _in("memory")
-    leaves: set[str] = set()
-    grew = True
-    while grew:
-        grew = False
-        for module in candidates:
-            if module.name not in leaves and all(_leaf_import(i.name, leaves) for i in module.imports if i.runtime):
-                leaves.add(module.name)
-                grew = True
-    return frozenset(leaves)
-
-
-LEAVES = _find_leaves()
-MEMORY_BELOW_ROOT = _ours_in("memory") - ROOT - ENTRY_POINTS
+def part(name: str) -> str:
+    """The part a module of ours belongs to: a folder of ``tiermem.memory``, its vocabulary, or a package."""
+    parts = name.split(".")
+    if len(parts) == 1:
+        return FACADE
+    if parts[1] != "memory":
+        return parts[1]
+    if len(parts) == 2:
+        return "vocabulary"
+    if parts[2] == "testing":
+        return "testing"
+    return parts[2] if parts[2] in FOLDERS else "vocabulary"
 
 
 def _params(modules: Iterable[Module]) -> list[Any]:
     return [pytest.param(m, id=m.shown) for m in sorted(modules, key=lambda m: m.name)]
 
 
-def _offending(
-    module: Module, allowed: frozenset[str], *, type_only_allowed: frozenset[str] = frozenset()
-) -> list[str]:
-    return [
-        f"{module.shown}:{i.line} imports {i.name}"
+def test_scan_sees_every_part() -> None:
+    assert {m.package for m in MODULES.values()} == {FACADE, "memory", "pipelines", "jobs", "prompts"}
+    assert {part(name) for name in MODULES} == set(MAY_IMPORT)
+    assert all(f"{MEMORY}.{folder}" in MODULES for folder in FOLDERS), "a folder moved: update FOLDERS"
+    assert {f"{MEMORY}._records", f"{MEMORY}._write"} <= {i.name for i in MODULES[FACADE].imports}
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        pytest.param(f"{MEMORY}._index._vectors", "_index", id="folder-module"),
+        pytest.param(f"{MEMORY}._store", "_store", id="front-door"),
+        pytest.param(f"{MEMORY}._records", "vocabulary", id="vocabulary"),
+        pytest.param(f"{MEMORY}.testing", "testing", id="testing"),
+        pytest.param("tiermem.jobs._scheduler", "jobs", id="package"),
+    ],
+)
+def test_a_modules_part_is_its_folder(name: str, expected: str) -> None:
+    assert part(name) == expected
+
+
+def test_the_parts_form_a_dag() -> None:
+    """Bottom up order exists: so no cycle can pass from one part to another."""
+    order: list[str] = []
+    remaining = dict(MAY_IMPORT)
+    while remaining:
+        ready = sorted(p for p, deps in remaining.items() if deps <= set(order))
+        assert ready, f"the parts import each other in a cycle: {sorted(remaining)}"
+        order += ready
+        for p in ready:
+            del remaining[p]
+
+
+@pytest.mark.parametrize("module", _params(MODULES.values()))
+def test_each_module_imports_only_the_parts_below_it(module: Module) -> None:
+    own = part(module.name)
+    allowed = MAY_IMPORT[own] | {own}
+    type_only = TYPE_ONLY.get(own, frozenset())
+    assert not [
+        f"{module.shown}:{i.line} imports {i.name} ({part(i.name)})"
         for i in module.imports
-        if ours(i.name) and i.name not in allowed and not (i.type_only and i.name in type_only_allowed)
+        if ours(i.name) and part(i.name) not in allowed and not (i.type_only and part(i.name) in type_only)
     ]
 
 
-def test_scan_sees_every_layer_and_resolves_relative_imports() -> None:
-    assert {m.package for m in MODULES.values()} == {FACADE, "memory", "pipelines", "jobs", "prompts"}
-    assert all(name in MODULES for name in ROOT), "the composition root moved: update ROOT"
-    assert all(name in MODULES for name in ENTRY_POINTS), "an entry point moved: update ENTRY_POINTS"
-    assert {"tiermem.memory._records", COMPOSITION_ROOT} <= {i.name for i in MODULES[FACADE].imports}
+@pytest.mark.parametrize("module", _params(MODULES.values()))
+def test_other_folders_are_entered_through_their_front_door(module: Module) -> None:
+    """``from .._store import Store``: a folder's modules are its own; the tests may reach in, the library not."""
+    own = part(module.name)
+    assert not [
+        f"{module.shown}:{i.line} imports {i.name}"
+        for i in module.imports
+        if ours(i.name) and part(i.name) in FOLDERS and part(i.name) != own and i.name != f"{MEMORY}.{part(i.name)}"
+    ]
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_a_front_door_exports_what_it_imports(folder: str) -> None:
+    module = MODULES[f"{MEMORY}.{folder}"]
+    assert all(i.name.startswith(f"{MEMORY}.{folder}.") for i in module.imports if ours(i.name)), module.shown
 
 
 @pytest.mark.parametrize("concept", CORE_LEAVES)
-def test_core_leaf_imports_only_leaves_stdlib_and_pydantic(concept: str) -> None:
-    found = [m for m in _in("memory") if m.stem == concept]
-    assert len(found) == 1, f"no single memory module named after {concept!r}: {[m.name for m in found]}"
-    module = found[0]
-    assert module.name in LEAVES, [
-        f"{module.shown}:{i.line} imports {i.name}"
-        for i in module.imports
-        if i.runtime and not _leaf_import(i.name, LEAVES)
+def test_core_leaf_is_vocabulary(concept: str) -> None:
+    found = [m for m in MODULES.values() if m.name == f"{MEMORY}._{concept}"]
+    assert len(found) == 1
+    assert part(found[0].name) == "vocabulary"
+
+
+def test_vocabulary_speaks_only_the_standard_library_and_the_shared_libraries() -> None:
+    """The root of tiermem.memory (and its package init) imports no engine: importing a record is cheap."""
+    vocabulary = [m for m in MODULES.values() if part(m.name) == "vocabulary"]
+    assert f"{MEMORY}" in {m.name for m in vocabulary}
+    assert not [
+        f"{m.shown}:{i.line} imports {i.name}"
+        for m in vocabulary
+        for i in m.imports
+        if not ours(i.name) and i.top not in STDLIB and i.top not in VOCABULARY
     ]
-
-
-def test_memory_package_init_is_a_leaf() -> None:
-    """Importing any leaf runs ``tiermem/memory/__init__.py`` first, so it must import nothing heavier."""
-    assert "tiermem.memory" in LEAVES
-
-
-@pytest.mark.parametrize("module", _params(_in("prompts")))
-def test_prompts_import_only_leaves_and_prompts(module: Module) -> None:
-    assert not _offending(module, LEAVES | _ours_in("prompts"), type_only_allowed=MEMORY_BELOW_ROOT)
-
-
-@pytest.mark.parametrize("module", _params(_in("pipelines")))
-def test_pipelines_import_only_leaves_prompts_and_pipelines(module: Module) -> None:
-    allowed = LEAVES | _ours_in("prompts", "pipelines")
-    assert not _offending(module, allowed, type_only_allowed=MEMORY_BELOW_ROOT)
-
-
-@pytest.mark.parametrize("module", _params(_in("jobs")))
-def test_jobs_import_only_memory_pipelines_and_jobs(module: Module) -> None:
-    assert not _offending(module, _ours_in("memory", "pipelines", "jobs") - ENTRY_POINTS)
-
-
-@pytest.mark.parametrize("module", _params(MODULES[n] for n in MEMORY_BELOW_ROOT))
-def test_memory_below_the_root_imports_no_pipelines_jobs_root_or_entry_point(module: Module) -> None:
-    assert not _offending(module, _ours_in("memory", "prompts") - ROOT - ENTRY_POINTS)
-
-
-@pytest.mark.parametrize("module", _params(MODULES[n] for n in ENTRY_POINTS))
-def test_entry_points_import_memory_only(module: Module) -> None:
-    assert not _offending(module, _ours_in("memory"))
 
 
 @pytest.mark.parametrize("module", _params(m for m in MODULES.values() if m.name != FACADE))
 def test_no_module_imports_the_facade(module: Module) -> None:
     """``tiermem`` imports every layer; a module importing it back (``from tiermem import X``) makes a cycle."""
-    assert not _offending(module, frozenset(MODULES) - {FACADE})
+    assert not [f"{module.shown}:{i.line}" for i in module.imports if i.name == FACADE]
 
 
-def test_the_facade_imports_only_memory() -> None:
-    assert not _offending(MODULES[FACADE], _ours_in("memory"))
-
-
-def _module_level_graph() -> dict[str, set[str]]:
-    """Edges that run at import time: module-level runtime imports, plus the packages they pass through."""
+def _graph() -> dict[str, set[str]]:
+    """Every import between our modules (module level, lazy and type-only), and the packages it passes through."""
     graph: dict[str, set[str]] = {name: set() for name in MODULES}
     for module in MODULES.values():
         parts = module.name.split(".")
         own_ancestors = {".".join(parts[:n]) for n in range(1, len(parts))}
         for i in module.imports:
-            if i.lazy or i.type_only or not ours(i.name):
+            if not ours(i.name):
                 continue
             target = i.name.split(".")
             passes = {".".join(target[:n]) for n in range(1, len(target) + 1)}
@@ -178,8 +199,7 @@ def _module_level_graph() -> dict[str, set[str]]:
     return graph
 
 
-def test_module_level_imports_have_no_cycle() -> None:
-    graph = _module_level_graph()
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     state: dict[str, int] = {}
     stack: list[str] = []
     cycles: list[list[str]] = []
@@ -198,7 +218,23 @@ def test_module_level_imports_have_no_cycle() -> None:
     for name in sorted(graph):
         if name not in state:
             visit(name)
-    assert not cycles, [" -> ".join(c) for c in cycles]
+    return cycles
+
+
+def test_no_import_cycle_counting_lazy_and_type_only_imports() -> None:
+    assert not [" -> ".join(c) for c in _cycles(_graph())]
+
+
+@pytest.mark.parametrize(
+    ("graph", "found"),
+    [
+        pytest.param({"a": {"b"}, "b": {"a"}}, True, id="two"),
+        pytest.param({"a": {"b"}, "b": {"c"}, "c": {"a"}}, True, id="three"),
+        pytest.param({"a": {"b"}, "b": {"c"}, "c": set()}, False, id="chain"),
+    ],
+)
+def test_the_cycle_finder_finds_cycles(graph: dict[str, set[str]], found: bool) -> None:
+    assert bool(_cycles(graph)) is found
 
 
 def _third_party(module: Module) -> set[str]:
@@ -208,23 +244,21 @@ def _third_party(module: Module) -> set[str]:
 ENGINES = sorted({top for m in MODULES.values() for top in _third_party(m)} - VOCABULARY)
 
 
-def _adapter(name: str) -> str:
-    """The adapter a module belongs to: ``_store_creation`` is a part of ``_store``, ``_store`` its own."""
-    package, _, stem = name.rpartition(".")
-    homes = {home for home in ENGINE_HOMES.values() if home.rpartition(".")[0] == package}
-    for home in sorted(homes, key=len, reverse=True):
-        if stem == home.rpartition(".")[2] or stem.startswith(home.rpartition(".")[2] + "_"):
-            return home
-    return name
+def _home(name: str, engine: str) -> str:
+    """Where a module importing ``engine`` belongs: the listed home containing it, else its folder or itself."""
+    listed = ENGINE_HOMES.get(engine)
+    if listed and (name == listed or name.startswith(listed + ".")):
+        return listed
+    own = part(name)
+    return f"{MEMORY}.{own}" if own in FOLDERS else name
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_each_engine_is_imported_in_one_adapter(engine: str) -> None:
-    """An engine is spoken in one adapter: its home module and the home's parts (``_store_*``), no other."""
+def test_each_engine_is_imported_in_one_home(engine: str) -> None:
     importers = sorted(m.name for m in MODULES.values() if engine in _third_party(m))
-    adapters = sorted({_adapter(name) for name in importers})
-    assert len(adapters) == 1, importers
-    assert adapters[0] == ENGINE_HOMES.get(engine, adapters[0]), f"{engine} belongs in {ENGINE_HOMES[engine]}"
+    homes = sorted({_home(name, engine) for name in importers})
+    assert len(homes) == 1, importers
+    assert homes[0] == ENGINE_HOMES.get(engine, homes[0]), f"{engine} belongs in {ENGINE_HOMES[engine]}"
 
 
 LITELLM_MODULES = sorted(
@@ -236,22 +270,8 @@ LITELLM_MODULES = sorted(
 def test_litellm_is_imported_only_after_the_offline_cost_map_is_set(module: Module) -> None:
     """litellm fetches its cost map over the network at import unless told not to; whichever part loads first."""
     first = min(i.line for i in module.imports if i.top == "litellm")
-    offline = [i.line for i in module.imports if i.name == "tiermem.memory._llm_offline"]
-    assert offline and offline[0] < first, f"{module.shown} imports litellm before tiermem.memory._llm_offline"
-
-
-@pytest.mark.parametrize(
-    ("module", "adapter"),
-    [
-        pytest.param("tiermem.memory._store", "tiermem.memory._store", id="home"),
-        pytest.param("tiermem.memory._store_meta", "tiermem.memory._store", id="part"),
-        pytest.param("tiermem.memory._stores", "tiermem.memory._stores", id="name-alike"),
-        pytest.param("tiermem.memory._llm_calls", "tiermem.memory._llm", id="other-engine-part"),
-        pytest.param("tiermem.pipelines._store_x", "tiermem.pipelines._store_x", id="other-package"),
-    ],
-)
-def test_an_adapters_parts_are_named_after_its_home(module: str, adapter: str) -> None:
-    assert _adapter(module) == adapter
+    offline = [i.line for i in module.imports if i.name == f"{MEMORY}._llm._offline"]
+    assert offline and offline[0] < first, f"{module.shown} imports litellm before {MEMORY}._llm._offline"
 
 
 @pytest.mark.parametrize("module", _params(MODULES.values()))

@@ -179,7 +179,7 @@ def test_storage_options_with_an_opened_store_are_refused(tmp_path: Path) -> Non
 def _start_worker(s3: S3Store, log: Path) -> subprocess.Popen[str]:
     """``tiermem worker`` on the bucket, reaching it through ``AWS_*`` variables alone."""
     script = Path(sys.executable).with_name("tiermem")
-    command = [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli"]
+    command = [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli._main"]
     every = ["--every", "consolidation=1", "--every", "digests=1"]  # the janitor runs once, at start
     args = ["worker", "--store", s3.uri, "--model", "rules", "--embedder", "hashing", "--run-now", *every]
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "TIERMEM_MODEL"}

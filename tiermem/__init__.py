@@ -10,11 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .memory._blocking import Blocking
-from .memory._capability import MemoryCapability, MemoryProvider, create_memory_capability
 from .memory._clock import Clock, SystemClock
-from .memory._context import approx_tokens
 from .memory._decay import effective_confidence
-from .memory._embedders import (
+from .memory._embed import (
     Embedder,
     HashingEmbedder,
     LiteLLMEmbedder,
@@ -22,7 +20,6 @@ from .memory._embedders import (
     SentenceTransformerEmbedder,
     StaticEmbedder,
 )
-from .memory._erasure import EraseReport, ForgetReport
 from .memory._errors import (
     ConfigurationError,
     EmbedderError,
@@ -52,10 +49,17 @@ from .memory._errors import (
     SyncInEventLoopError,
     TiermemError,
 )
-from .memory._feedback import FeedbackReport, RecallResult
-from .memory._governance import MemoryPage, MemoryStats, MemoryVersion
-from .memory._history import Conversation, HistoryProgress, HistoryReport, HistoryTurn
-from .memory._memory_items import edge_to_memory_item
+from .memory._govern import (
+    EraseReport,
+    ExportReport,
+    FeedbackReport,
+    ForgetReport,
+    ImportReport,
+    MemoryPage,
+    MemoryStats,
+    MemoryVersion,
+    RecallResult,
+)
 from .memory._options import (
     MEMORY_CAPABILITY_PRESETS,
     CapabilityPreset,
@@ -67,7 +71,8 @@ from .memory._options import (
     SemanticOptions,
     WorkingOptions,
 )
-from .memory._portability import ExportReport, ImportReport
+from .memory._read import MemoryCapability, MemoryProvider, create_memory_capability
+from .memory._recall import approx_tokens
 from .memory._records import (
     Alias,
     Digest,
@@ -85,12 +90,14 @@ from .memory._records import (
 from .memory._relations import ConnectArguments
 from .memory._store import Store
 from .memory._subjects import USER, canonical_subject, is_canonical_subject
+from .memory._tiers import edge_to_memory_item
 from .memory._tools import MemoryTool, RecallArguments, ToolEnvelope, Toolset
 from .memory._usage import StageUsage, UsageLedger
+from .memory._write import Conversation, HistoryProgress, HistoryReport, HistoryTurn
 
 # isort: split
 # The write side (the composition root) comes last: the pipelines it imports read the names above.
-from .memory._system import (
+from .memory._write import (
     CaptureResult,
     ConsolidationResult,
     DigestResult,
@@ -210,3 +217,15 @@ __all__ = [
     "is_canonical_subject",
     "system",
 ]
+
+
+def _exported_here() -> None:
+    """Exported classes and functions report ``tiermem`` as their module (as httpx and anyio do), so reprs,
+    pickles and docs show the public name, never the private path where they are implemented."""
+    for name in __all__:
+        value = globals().get(name)  # ``LLM`` is loaded on first use, and keeps its own module
+        if callable(value) and getattr(value, "__module__", "").startswith("tiermem."):
+            value.__module__ = __name__
+
+
+_exported_here()

@@ -17,7 +17,7 @@ from typing import Any
 
 from tiermem import MemoryContext
 from tiermem.memory._records import Episode, Fact, Turn, WorkingEntry
-from tiermem.memory._store import Store
+from tiermem.memory._store._store import Store
 
 from .model import fact_text, token, tokens_in
 

@@ -31,8 +31,8 @@ from typing import Any
 
 from tiermem import MemoryContext, system
 from tiermem.jobs import run_consolidation
-from tiermem.memory._llm import LLM
-from tiermem.memory._system import MemorySystem
+from tiermem.memory._llm._client import LLM
+from tiermem.memory._write._system import MemorySystem
 from tiermem.memory.testing import HashingEmbedder
 from tiermem.pipelines import LLMStages
 

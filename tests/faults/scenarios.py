@@ -21,9 +21,9 @@ from typing import Any
 
 from tests.subprocesses import clean_env, run_together
 from tiermem import MemoryContext, system
-from tiermem.memory._llm import LLM
-from tiermem.memory._store import Where
-from tiermem.memory._system import MemorySystem
+from tiermem.memory._llm._client import LLM
+from tiermem.memory._store._store import Where
+from tiermem.memory._write._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 from tiermem.pipelines import LLMStages
 

@@ -130,7 +130,7 @@ def _lines(stream: IO[str], sink: queue.Queue[str]) -> None:
 
 def _tiermem() -> list[str]:
     script = Path(sys.executable).with_name("tiermem")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli._main"]
 
 
 def _env() -> dict[str, str]:

@@ -13,11 +13,12 @@ import pytest
 from lancedb.table import LanceTable
 
 from tiermem import HashingEmbedder, MemoryContext, create_memory_capability
-from tiermem.memory import _cached_search, _products
-from tiermem.memory._cached_search import VersionWatch
-from tiermem.memory._products import similarities
+from tiermem.memory._index import _cached_search, _products
+from tiermem.memory._index._products import similarities
 from tiermem.memory._records import Fact
-from tiermem.memory._store import Store, Where
+from tiermem.memory._store import _versions
+from tiermem.memory._store._store import Store, Where
+from tiermem.memory._store._versions import VersionWatch
 from tiermem.memory.testing import FrozenClock
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -176,7 +177,7 @@ def test_a_versions_folder_stands_for_the_version_while_unchanged(
     watch = VersionWatch()
     assert [watch.read(str(folder), current) for _ in range(3)] == [1, 2, 3]  # just changed: not settled yet
     assert [watch.read(None, current), watch.read(str(tmp_path / "missing"), current)] == [4, 5]
-    monkeypatch.setattr(_cached_search, "_SETTLED_NS", 0)
+    monkeypatch.setattr(_versions, "_SETTLED_NS", 0)
     _aged(folder)
     assert [watch.read(str(folder), current) for _ in range(3)] == [6, 6, 6]  # settled: one engine read
     (folder / "7.manifest").write_text("")  # a commit
@@ -198,7 +199,7 @@ async def test_recall_skips_the_engines_version_reads_and_still_sees_another_wri
     engine_version = LanceTable.version.fget
     assert engine_version is not None
     monkeypatch.setattr(LanceTable, "version", property(lambda t: reads.append(t.name) or engine_version(t)))
-    monkeypatch.setattr(_cached_search, "_SETTLED_NS", 0)
+    monkeypatch.setattr(_versions, "_SETTLED_NS", 0)
     for folder in Path(store_path).glob("*.lance/_versions"):
         _aged(folder)
     first = [i.model_dump() for i in await mine.recall(ctx, "Lisbon trams", limit=5, tiers=["semantic"])]

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tiermem import MemoryItem, RecallOptions
-from tiermem.memory._recall import Candidate, rank
+from tiermem.memory._recall._ranking import Candidate, rank
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 CUE = "where did the family go camping?"

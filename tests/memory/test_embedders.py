@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from tiermem import MemoryContext, StoreMismatchError, create_memory_capability
-from tiermem.memory._cli import main as cli_main
-from tiermem.memory._embedder_names import DEFAULT_EMBEDDER, embedder_for_id, embedder_name, resolve_embedder
-from tiermem.memory._embedders import HashingEmbedder, OnnxEmbedder, StaticEmbedder
+from tiermem.memory._cli._main import main as cli_main
+from tiermem.memory._embed._embedders import HashingEmbedder, OnnxEmbedder, StaticEmbedder
+from tiermem.memory._embed._names import DEFAULT_EMBEDDER, embedder_for_id, embedder_name, resolve_embedder
 from tiermem.memory._errors import ConfigurationError, EmbedderError
-from tiermem.memory._store import REEMBEDDING, Store, Where, stored_meta
+from tiermem.memory._store._store import REEMBEDDING, Store, Where, stored_meta
 
 ONNX_ID = "minilm-l6-onnx-int8-v1"
 STATIC_ID = "minilm-static-v1"
@@ -78,7 +78,7 @@ def test_a_texts_vector_does_not_depend_on_its_batch(onnx: OnnxEmbedder) -> None
 def test_loads_offline_from_the_shipped_files_without_torch(tmp_path: Path) -> None:
     script = (
         "import sys\n"
-        "from tiermem.memory._embedders import OnnxEmbedder, _asset_path\n"
+        "from tiermem.memory._embed._embedders import OnnxEmbedder, _asset_path\n"
         "e = OnnxEmbedder()\n"
         "v = e.embed(['I am allergic to peanuts.'])\n"
         "assert v.shape == (1, 384), v.shape\n"
@@ -207,7 +207,7 @@ def test_a_bulk_call_once_no_thread_can_start_runs_in_the_caller() -> None:
     assert np.array_equal(embedder.embed(TEXTS), want)
     script = (
         "import atexit\n"
-        "from tiermem.memory._embedders import OnnxEmbedder\n"
+        "from tiermem.memory._embed._embedders import OnnxEmbedder\n"
         "e = OnnxEmbedder(threads=2)\n"
         "atexit.register(lambda: print(e.embed(['one text', 'another text', 'a third']).shape))\n"
     )
@@ -340,7 +340,7 @@ def _nearest_fact(store_path: str, cue: str) -> str:
 
 def _tiermem() -> list[str]:
     script = Path(sys.executable).parent / "tiermem"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "tiermem.memory._cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tiermem.memory._cli._main"]
 
 
 def test_tiermem_reembed_moves_a_static_store_to_the_default(static_store: str) -> None:

@@ -16,9 +16,9 @@ import pytest
 
 from tiermem import MemoryCapability, MemoryContext, MemoryProvider, MemorySystem, Store, system
 from tiermem.jobs import close_idle_sessions, retry_pending, run_consolidation, run_digests, run_janitor
-from tiermem.memory._relations import Relations
-from tiermem.memory._search import Search
-from tiermem.memory._tiers import Tiers
+from tiermem.memory._recall._search import Search
+from tiermem.memory._relations._relations import Relations
+from tiermem.memory._tiers._tiers import Tiers
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
 # -- composition --------------------------------------------------------------------------------
@@ -139,15 +139,15 @@ def test_every_async_method_of_the_facade_is_a_coroutine_function() -> None:
 # The blocking components: every call on one of them is a store round trip or an embedding.
 BLOCKING = {"store", "tiers", "relations", "search", "embedder"}
 ASYNC_MODULES = [
-    "memory/_system.py",
-    "memory/_system_write_side.py",
-    "memory/_system_retries.py",
-    "memory/_capability.py",
-    "memory/_read_side.py",
-    "memory/_async_tiers.py",
-    "memory/_relations.py",
+    "memory/_write/_system.py",
+    "memory/_write/_write_side.py",
+    "memory/_write/_pending.py",
+    "memory/_read/_create.py",
+    "memory/_read/_capability.py",
+    "memory/_read/_async_tiers.py",
+    "memory/_relations/_relations.py",
     "jobs/_janitor.py",
-    "jobs/_maintenance.py",
+    "jobs/_pipeline_runs.py",
 ]
 ROOT = Path(__file__).resolve().parents[2]
 

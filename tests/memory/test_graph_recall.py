@@ -26,7 +26,7 @@ from tiermem import (
     system,
 )
 from tiermem.memory._identity import edge_id
-from tiermem.memory._relevance import calibration
+from tiermem.memory._recall._relevance import calibration
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
 # litellm builds a pydantic adapter for a TypedDict with ReadOnly items on its first completion;

@@ -14,8 +14,8 @@ import pytest
 from tests.object_storage import S3Store
 from tests.subprocesses import run_together
 from tiermem import InvalidArgumentError
-from tiermem.memory._leases import Lease, Leases
-from tiermem.memory._store import Store
+from tiermem.memory._store._leases import Lease, Leases
+from tiermem.memory._store._store import Store
 
 KEY = "consolidate:default:u-1"
 TTL = timedelta(minutes=5)
@@ -142,8 +142,8 @@ HAMMER = textwrap.dedent(
     import json, sys, time
     from datetime import timedelta
     from pathlib import Path
-    from tiermem.memory._leases import Leases
-    from tiermem.memory._store import Store
+    from tiermem.memory._store._leases import Leases
+    from tiermem.memory._store._store import Store
 
     store_path, rounds, me, go = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
     leases = Leases(Store(store_path, embedder_id="hashing-v1-8", dimensions=8))

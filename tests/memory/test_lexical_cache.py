@@ -1,4 +1,4 @@
-"""Full-text search of one user from the cached words (memory/_lexical.py) against LanceDB's own index."""
+"""Full-text search of one user from the cached words (memory/_index/_lexical.py) against LanceDB's own index."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from tiermem import HashingEmbedder, MemoryContext, create_memory_capability
-from tiermem.memory._lexical import LexicalIndex, query_terms
+from tiermem.memory._index._lexical import LexicalIndex, query_terms
 from tiermem.memory._records import Fact
-from tiermem.memory._store import Store, Where
+from tiermem.memory._store._store import Store, Where
 from tiermem.memory.testing import FrozenClock
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

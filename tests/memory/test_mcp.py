@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from tiermem import ConfigurationError, MemoryContext, create_memory_capability
-from tiermem.memory._mcp import McpConfig, build_server
+from tiermem.memory._cli._mcp import McpConfig, build_server
 
 # One worker runs this module (pytest-xdist --dist loadgroup), so that its shared servers
 # (SharedServers, module_http_server) start once, on one worker.
@@ -56,7 +56,7 @@ socket.socket.connect = _guarded
 
 def _tiermem() -> list[str]:
     script = Path(sys.executable).with_name("tiermem")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli._main"]
 
 
 def _write_store(folder: Path) -> str:

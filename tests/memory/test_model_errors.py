@@ -43,10 +43,10 @@ from tiermem import (
     StoreUnavailableError,
     system,
 )
-from tiermem.memory._llm import LLM, install_fake_embedder, install_fake_provider, map_model_error
-from tiermem.memory._store import Store, Where
-from tiermem.memory._store_errors import engine_errors
-from tiermem.memory._system import MemorySystem
+from tiermem.memory._llm._client import LLM, install_fake_embedder, install_fake_provider, map_model_error
+from tiermem.memory._store._engine_errors import engine_errors
+from tiermem.memory._store._store import Store, Where
+from tiermem.memory._write._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 from tiermem.pipelines import LLMStages
 
@@ -560,6 +560,6 @@ async def test_a_stage_result_and_its_timing_are_logged_at_debug(caplog: pytest.
     with caplog.at_level(logging.DEBUG, logger="tiermem"):
         await _ask(llm)
 
-    (record,) = [r for r in caplog.records if r.name == "tiermem.memory._llm"]
+    (record,) = [r for r in caplog.records if r.name == "tiermem.memory._llm._client"]
     assert record.levelno == logging.DEBUG
     assert "observe" in record.getMessage() and "answered in" in record.getMessage()

@@ -7,8 +7,8 @@ import threading
 import numpy as np
 import pytest
 
-from tiermem.memory import _products
-from tiermem.memory._products import similarities
+from tiermem.memory._index import _products
+from tiermem.memory._index._products import similarities
 
 
 def _data(rows: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -22,7 +22,7 @@ from tiermem import (
     approx_tokens,
     create_memory_capability,
 )
-from tiermem.memory._context import render_context
+from tiermem.memory._recall._context import render_context
 from tiermem.memory.testing import FrozenClock
 
 CORPUS: list[tuple[str, str]] = [
@@ -121,7 +121,7 @@ async def test_paraphrased_question_about_the_user_ranks_the_relevant_fact_first
 SAME_KIND = [f"The user took tennis lesson number {i} at the club." for i in range(6)]
 
 
-# Passes through the cached words (memory/_lexical.py), which index every row as it is written; LanceDB's own
+# Passes through the cached words (memory/_index/_lexical.py), which index every row as it is written; LanceDB's own
 # index scores rows written after it was built ~10x lower until the next optimize.
 async def test_equally_matching_facts_written_one_by_one_are_all_recalled(
     capability: MemoryCapability, ctx: MemoryContext

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from tiermem import MemoryContext, MemoryItem, MemorySystem, RankedMemoryItem, RecallOptions, system
-from tiermem.memory._embedder_names import resolve_embedder
-from tiermem.memory._recall import PAST_WEIGHT, Candidate, rank
+from tiermem.memory._embed._names import resolve_embedder
+from tiermem.memory._recall._ranking import PAST_WEIGHT, Candidate, rank
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
 BASE = MemoryContext(namespace="current", user_id="sam")

@@ -16,8 +16,8 @@ import pytest
 
 from tests.prebuilt import prebuilt
 from tiermem import Fact, MemoryCapability, MemoryContext, create_memory_capability, system
-from tiermem.memory._embedder_names import resolve_embedder
-from tiermem.memory._relevance import calibration
+from tiermem.memory._embed._names import resolve_embedder
+from tiermem.memory._recall._relevance import calibration
 from tiermem.memory._text import STOP_WORDS, terms
 from tiermem.memory.testing import FrozenClock
 from tiermem.pipelines import _sentences as sentences

@@ -30,8 +30,8 @@ from tiermem import (
 from tiermem.jobs import run_janitor
 from tiermem.memory._identity import edge_id
 from tiermem.memory._stage import Stage
-from tiermem.memory._store import Where
-from tiermem.memory._system import ConsolidationResult
+from tiermem.memory._store._store import Where
+from tiermem.memory._write._system import ConsolidationResult
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, RecordedCall, StageCall
 from tiermem.prompts import consolidate, encode_consolidate, encode_episode, observe
 

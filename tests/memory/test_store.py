@@ -30,7 +30,7 @@ from tiermem import (
 )
 from tiermem.memory._filters import sql_timestamp
 from tiermem.memory._records import Fact
-from tiermem.memory._store import MAX_FILTER_VALUE, Where, sql_literal
+from tiermem.memory._store._store import MAX_FILTER_VALUE, Where, sql_literal
 from tiermem.memory.testing import FrozenClock
 
 ROOT = Path(memory.__file__).resolve().parent.parent

@@ -19,9 +19,9 @@ import pytest
 
 from tests.subprocesses import run_together
 from tiermem import InvalidArgumentError, StoreConflictError
-from tiermem.memory._commits import CommitRetry, retry_conflicts
 from tiermem.memory._records import Fact
-from tiermem.memory._store import Store, Where
+from tiermem.memory._store._commits import CommitRetry, retry_conflicts
+from tiermem.memory._store._store import Store, Where
 
 PROCESSES = 4
 SCOPE = {"namespace": "default", "user_id": "u-1"}
@@ -33,7 +33,7 @@ WORKER = textwrap.dedent(
     from pathlib import Path
     import numpy as np
     from tiermem.memory._records import Fact
-    from tiermem.memory._store import Store, Where
+    from tiermem.memory._store._store import Store, Where
 
     store_path, mode, me, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
     NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -125,7 +125,7 @@ def _failing(times: int) -> Callable[[], str]:
 def test_a_lost_commit_race_is_retried_with_growing_jittered_pauses(caplog: pytest.LogCaptureFixture) -> None:
     pauses: list[float] = []
     policy = CommitRetry(attempts=8, base_delay=0.02, max_delay=1.5)
-    with caplog.at_level(logging.DEBUG, logger="tiermem.memory._commits"):
+    with caplog.at_level(logging.DEBUG, logger="tiermem.memory._store._commits"):
         assert retry_conflicts(_failing(5), action="write", policy=policy, sleep=pauses.append) == (
             "written on attempt 6"
         )

@@ -21,11 +21,11 @@ import pytest
 
 from tests.object_storage import store_at
 from tests.subprocesses import run_together
-from tiermem.memory import _store_creation as creation
 from tiermem.memory._records import Alias, Fact
-from tiermem.memory._store import Store, Where
-from tiermem.memory._store_creation import GONE, Stamp, clobbered, is_settled
-from tiermem.memory._store_leases import LEASE_SCHEMA
+from tiermem.memory._store import _creation as creation
+from tiermem.memory._store._creation import GONE, Stamp, clobbered, is_settled
+from tiermem.memory._store._lease_table import LEASE_SCHEMA
+from tiermem.memory._store._store import Store, Where
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 SCOPE = {"namespace": "default", "user_id": "u-1"}
@@ -202,7 +202,7 @@ WRITES = textwrap.dedent(
     from datetime import UTC, datetime, timedelta
     import numpy as np
     from tiermem.memory._records import Alias, Fact
-    from tiermem.memory._store import Store
+    from tiermem.memory._store._store import Store
 
     NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
     SCOPE = {"namespace": "default", "user_id": "u-1"}

@@ -11,7 +11,7 @@ from typing import Any, get_args
 import pytest
 
 from tiermem import ConfigurationError, InvalidArgumentError, MemoryContext, MemorySystem, Message, system
-from tiermem.memory._store import TableName, Where
+from tiermem.memory._store._store import TableName, Where
 from tiermem.memory._transcripts import normalize_messages
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 

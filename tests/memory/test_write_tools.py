@@ -16,7 +16,7 @@ from tiermem import (
     Toolset,
     system,
 )
-from tiermem.memory._user_tables import USER_TABLES
+from tiermem.memory._store._user_tables import USER_TABLES
 from tiermem.memory.testing import FrozenClock
 
 AUTHORITY = {"user_id", "user", "namespace", "session_id", "ctx", "context"}

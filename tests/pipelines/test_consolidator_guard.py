@@ -12,8 +12,8 @@ import pytest
 from tests.fakes import AnyCall, messages_of, stage_model
 from tiermem import Episode, Fact, MemoryContext, RelationsOptions, system
 from tiermem.memory._identity import fact_id
-from tiermem.memory._llm import LLM
-from tiermem.memory._system import MemorySystem
+from tiermem.memory._llm._client import LLM
+from tiermem.memory._write._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 from tiermem.pipelines import LLMStages, compact_subject, consolidate_episodes
 from tiermem.prompts import compact, consolidate, encode_consolidate, observe

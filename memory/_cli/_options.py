@@ -1,0 +1,117 @@
+"""What every ``tiermem`` data command shares: the global options, also given after the command name
+(kept in the click context), USER / ID and ``--namespace``, the store they name, output as text or JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from pydantic import ValidationError
+
+from .._errors import StoreNotFoundError
+from .._records import MemoryContext
+from .._store import stored_meta
+from .._write import MemorySystem, system
+from ._output import dumps
+
+__all__ = [
+    "awaited",
+    "data_options",
+    "emit",
+    "for_user",
+    "given",
+    "keep",
+    "namespace_option",
+    "open_system",
+    "output_option",
+    "user_context",
+]
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def keep(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """An option's callback that keeps its value in the click context, for :func:`given`."""
+
+    def kept(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value not in (None, False):
+            ctx.meta[f"tiermem.{name}"] = value  # after the command name wins: parsed later
+
+    return kept
+
+
+def data_options(f: F) -> F:
+    """``--store``, ``--embedder``, ``--json`` after the command name too, over the global ones."""
+    for flag in ("--embedder", "--store"):
+        f = click.option(flag, expose_value=False, callback=keep(flag[2:]), help="as the global one")(f)
+    return click.option("--json", is_flag=True, expose_value=False, callback=keep("json"), help="print JSON")(f)
+
+
+namespace_option = click.option(
+    "--namespace", "-n", default="default", envvar="TIERMEM_NAMESPACE", show_default=True, help="application or tenant"
+)
+output_option = click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-", help="[default: stdout]"
+)
+
+
+def user_context(namespace: str, user: str) -> MemoryContext:
+    """USER in ``namespace``; a bad one is a usage error."""
+    try:
+        return MemoryContext(namespace=namespace, user_id=user)
+    except ValidationError as exc:
+        raise click.BadParameter(str(exc.errors()[0]["msg"]), param_hint="USER or --namespace") from None
+
+
+def for_user(by_id: bool) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """USER (or ID and ``--user``), ``--namespace`` and the data options; the command gets ``who``."""
+
+    def wrap(f: Callable[..., None]) -> Callable[..., None]:
+        own: list[click.Parameter] = [p for p in getattr(f, "__click_params__", []) if isinstance(p, click.Option)]
+
+        @functools.wraps(f)  # carries the options declared below this decorator
+        def command(user: str, namespace: str, **kwargs: Any) -> None:
+            f(who=user_context(namespace, user), **kwargs)
+
+        named = namespace_option(data_options(command))
+        if by_id:
+            named = click.argument("id")(click.option("--user", "-u", required=True, help="whose memory")(named))
+        else:
+            named = click.argument("user")(named)
+        params: list[click.Parameter] = getattr(named, "__click_params__", [])
+        first = own + [p for p in params if isinstance(p, click.Option) and p.name == "user"]
+        params[:] = [p for p in params if p not in first] + first  # --help lists --user, then the command's own
+        return named
+
+    return wrap
+
+
+def given(name: str) -> Any:
+    """A global option, or the same option given after the command name."""
+    return click.get_current_context().meta.get(f"tiermem.{name}")
+
+
+def open_system(*, create: bool = False, model: str | None = "rules") -> MemorySystem:
+    """The store of ``--store`` / ``$TIERMEM_STORE``; StoreNotFoundError unless it exists or ``create``."""
+    store = given("store") or str(Path.home() / ".tiermem" / "store")
+    if not create and not stored_meta(store):
+        raise StoreNotFoundError(f"no tiermem store at {store!r}; give --store PATH or set TIERMEM_STORE")
+    return system(
+        model=model, store=store, embedder=given("embedder"), embedder_dimensions=given("embedder_dimensions")
+    )
+
+
+def awaited(coro: Coroutine[Any, Any, T]) -> T:
+    """What ``coro`` returns, run to its end from a command (which is not async)."""
+    return asyncio.run(coro)
+
+
+def emit(data: Any, text: str) -> None:
+    """Print ``data`` as JSON with ``--json``, else ``text``."""
+    click.echo(dumps(data) if given("json") else text)

@@ -1,0 +1,132 @@
+"""The ``tiermem`` commands that read a store: users, show, search, get, history, stats, graph."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .._errors import InvalidArgumentError
+from .._records import MemoryContext, MemoryItem
+from .._store import TIER_TABLES
+from .._write import MemorySystem
+from ._graph import graph_dot, render_dot
+from ._options import (
+    awaited,
+    data_options,
+    emit,
+    for_user,
+    given,
+    open_system,
+    output_option,
+    user_context,
+)
+from ._output import item_text, items_text, stats_text, store_stats_text, users_text, versions_text
+
+__all__ = ["COMMANDS", "all_items", "get", "graph", "history", "search", "show", "stats", "users"]
+
+
+def all_items(mem: MemorySystem, who: MemoryContext, limit: int | None = None, **filters: Any) -> list[MemoryItem]:
+    """Pages of ``list`` until ``limit`` items (None: all of them)."""
+    items: list[MemoryItem] = []
+    cursor: str | None = None
+    while limit is None or len(items) < limit:
+        size = 1000 if limit is None else min(1000, limit - len(items))
+        page = awaited(mem.list(who, limit=size, cursor=cursor, **filters))
+        items, cursor = items + list(page.items), page.next_cursor
+        if cursor is None:
+            break
+    return items
+
+
+@click.command()
+@click.option("--namespace", "-n", help="only this namespace")
+@data_options
+def users(namespace: str | None) -> None:
+    """List the users the store holds memories of."""
+    found = [u for u in open_system().tiers.users() if namespace is None or u.namespace == namespace]
+    emit([{"namespace": u.namespace, "user_id": u.user_id} for u in found], users_text(found))
+
+
+@click.command()
+@for_user(by_id=False)
+@click.option("--tier", multiple=True, type=click.Choice(list(TIER_TABLES)), help="only this tier (repeatable)")
+@click.option("--subject", help="only memories about this subject ('user', a first name, an organisation)")
+@click.option("--status", multiple=True, help="only this status: active, superseded, archived ... (repeatable)")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="at most this many")
+def show(who: MemoryContext, tier: tuple[str, ...], subject: str | None, status: tuple[str, ...], limit: int) -> None:
+    """List a user's memories, oldest first, with the ids the other commands take."""
+    filters = {"tier": list(tier) or None, "subject": subject, "status": list(status) or None}
+    items = all_items(open_system(), who, limit + 1, **filters)
+    emit(items[:limit], items_text(items[:limit]))
+    if len(items) > limit and not given("json"):
+        click.echo(f"(more than {limit}: raise --limit)", err=True)
+
+
+@click.command()
+@for_user(by_id=False)
+@click.argument("query")
+@click.option("--subject", help="only memories about this subject")
+@click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True, help="at most this many")
+def search(who: MemoryContext, query: str, subject: str | None, limit: int) -> None:
+    """Recall a user's memories for QUERY, best first, as the agent would."""
+    found = awaited(open_system().recall(who, query, limit=limit, subject=subject))
+    emit(found, items_text(found))
+
+
+@click.command()
+@for_user(by_id=True)
+def get(who: MemoryContext, id: str) -> None:
+    """Show one memory (or captured turn) of a user by id, in full."""
+    item = awaited(open_system().get(who, id))
+    emit(item, item_text(item))
+
+
+@click.command()
+@for_user(by_id=True)
+def history(who: MemoryContext, id: str) -> None:
+    """Show every version of a memory with its validity and the turns it came from."""
+    versions = awaited(open_system().history(who, id))
+    emit(versions, versions_text(versions))
+
+
+@click.command()
+@click.argument("user", required=False)
+@click.option("--namespace", "-n", help="with USER: its namespace [default: default]; alone: only this namespace")
+@data_options
+def stats(user: str | None, namespace: str | None) -> None:
+    """Count a user's memories per tier and status (every user's without USER)."""
+    mem = open_system()
+    if user is not None:
+        found = awaited(mem.stats(user_context(namespace or "default", user)))
+        emit(found, stats_text(found))
+        return
+    per_user = [(u, awaited(mem.stats(u))) for u in mem.tiers.users() if namespace is None or u.namespace == namespace]
+    size = mem.store.disk_bytes()
+    data = [{"namespace": u.namespace, "user_id": u.user_id, **s.model_dump(mode="json")} for u, s in per_user]
+    emit({"users": data, "bytes_on_disk": size}, store_stats_text(per_user, size))
+
+
+@click.command()
+@for_user(by_id=False)
+@click.option("--format", "fmt", type=click.Choice(["dot", "svg", "png"]), default="dot", show_default=True)
+@output_option
+@click.option("--history", "closed", is_flag=True, help="also the relations that no longer hold (dashed)")
+def graph(who: MemoryContext, fmt: str, output: str, closed: bool) -> None:
+    """Draw a user's relations graph: subjects as nodes, edges labelled with their relation."""
+    if fmt == "png" and output == "-" and sys.stdout.isatty():
+        raise InvalidArgumentError("a PNG is binary: give -o FILE.png (or pipe it)")
+    mem = open_system()
+    edges = [e for e in all_items(mem, who, tier="relation") if closed or e.metadata.get("current") is not False]
+    dot = graph_dot(f"{who.namespace}/{who.user_id}", awaited(mem.subjects(who)), edges)
+    data = dot.encode() if fmt == "dot" else render_dot(dot, "svg" if fmt == "svg" else "png")
+    if output == "-":
+        click.echo(data, nl=False)
+    else:
+        Path(output).write_bytes(data)
+        click.echo(f"wrote {len(edges)} relations to {output}", err=True)
+
+
+COMMANDS = (users, show, search, get, history, stats, graph)

@@ -1,0 +1,117 @@
+"""The ``tiermem`` commands that run something on a store: the demo, the worker, the MCP server, reembed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import click
+
+from .._errors import ConfigurationError
+from .._write import system
+from ._options import awaited, given
+from ._reembed import reembed_store
+
+__all__ = ["COMMANDS", "demo", "mcp", "reembed", "worker"]
+
+
+@click.command()
+@click.option("--store", help="LanceDB folder or URI [default: a new temporary folder]")
+@click.option("--model", default="rules", show_default=True, help="litellm model string, or 'rules' (offline)")
+def demo(store: str | None, model: str) -> None:
+    """Run the offline end-to-end demo."""
+    from ._demo import run_demo
+
+    awaited(run_demo(store=store, model=model, out=click.echo))
+
+
+def _intervals(pairs: Sequence[str]) -> dict[str, timedelta]:
+    out: dict[str, timedelta] = {}
+    for pair in pairs:
+        name, _, seconds = pair.partition("=")
+        try:
+            out[name] = timedelta(seconds=float(seconds))
+        except ValueError:
+            raise click.BadParameter(f"expects JOB=SECONDS, got {pair!r}", param_hint="--every") from None
+    return out
+
+
+@click.command()
+@click.option("--store", help="LanceDB folder or URI [default: the global --store, $TIERMEM_STORE]")
+@click.option("--model", help="litellm model string or 'rules' [default: from the environment]")
+@click.option("--embedder", help="the embedder the store was written with")
+@click.option("--jobstore", help="SQLAlchemy URL of a shared APScheduler job store")
+@click.option("--every", multiple=True, metavar="JOB=SECONDS", help="override a job's interval (repeatable)")
+@click.option("--run-now", is_flag=True, help="run every job once at start")
+@click.option("--grace", type=float, default=30.0, show_default=True, help="seconds a job in flight may take on stop")
+def worker(
+    store: str | None, model: str | None, embedder: str | None, jobstore: str | None, every: tuple[str, ...],
+    run_now: bool, grace: float,
+) -> None:  # fmt: skip
+    """Run the scheduled jobs until SIGTERM or Ctrl-C."""
+    store = store or given("store")
+    if store is None:
+        raise ConfigurationError("the worker needs a store: --store PATH or $TIERMEM_STORE")
+    logging.getLogger().setLevel(logging.INFO)
+    intervals = _intervals(every)
+    mem = system(store=store, model=model, embedder=embedder or given("embedder"))
+
+    async def run() -> int:
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        logging.getLogger("tiermem").info("worker running on %s (model %s)", store, mem.stages.name)
+        click.echo(f"tiermem worker: running on {store}")
+        return await mem.run_worker(stop, jobstore_url=jobstore, run_now=run_now, grace=grace, **intervals)
+
+    click.echo(f"tiermem worker: stopped ({awaited(run())} job(s) abandoned)")
+
+
+@click.command()
+@click.option("--store", help="LanceDB folder or URI [default: $TIERMEM_STORE, else ~/.tiermem/store]")
+@click.option("--user-id", help="the user whose memory is served [default: $TIERMEM_USER_ID]")
+@click.option("--namespace", help="application or tenant [default: $TIERMEM_NAMESPACE, else 'default']")
+@click.option("--embedder", help="the embedder the store was written with")
+@click.option("--embedder-dimensions", type=int, help="dimensions of a litellm embedding model")
+@click.option("--relations", is_flag=True, help="serve the relations graph (the connect tool)")
+@click.option("--allow-writes", is_flag=True, help="offer the remember and forget tools")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: address to bind")
+@click.option("--port", type=int, default=8000, show_default=True, help="HTTP: port; the endpoint is /mcp")
+@click.option("--user-header", help="HTTP: take the user from this request header, set by your proxy")
+def mcp(**values: Any) -> None:
+    """Serve one user's memory to an MCP host (needs tiermem[mcp])."""
+    try:
+        from ._mcp import capability_options, config_from, serve
+    except ImportError as exc:
+        raise ConfigurationError(f"tiermem mcp needs the MCP SDK: pip install 'tiermem[mcp]' ({exc})") from None
+    logging.getLogger().setLevel(logging.INFO)
+    logging.getLogger("mcp").setLevel(logging.WARNING)
+    values |= {k: values[k] or given(k) for k in ("store", "embedder", "embedder_dimensions")}
+    config = config_from(values, os.environ)
+    capability = forget = None
+    if config.allow_writes and (config.user_id is not None or config.user_header is not None):
+        mem = system(model="rules", **capability_options(config))  # forget's digest rewrite: no model call
+        capability, forget = mem.capability, mem.forget
+    where = {"transport": values["transport"], "host": values["host"], "port": values["port"]}
+    awaited(serve(config, capability=capability, forget=forget, **where))
+
+
+@click.command(epilog="Run it with no other process using the store. If it is interrupted, run it again: it resumes.")
+@click.option("--store", help="LanceDB folder or URI [default: the global --store, $TIERMEM_STORE]")
+@click.option("--embedder", help="the embedder to move to [default: the shipped default, minilm-onnx]")
+@click.option("--embedder-dimensions", type=int, help="dimensions of a litellm embedding model")
+def reembed(store: str | None, embedder: str | None, embedder_dimensions: int | None) -> None:
+    """Re-embed every record of a store with another embedder (e.g. after the default changed)."""
+    store = store or given("store")
+    if store is None:
+        raise ConfigurationError("reembed needs a store: --store PATH or $TIERMEM_STORE")
+    reembed_store(store, embedder, dimensions=embedder_dimensions, echo=click.echo)
+
+
+COMMANDS = (demo, worker, mcp, reembed)

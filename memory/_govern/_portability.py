@@ -1,0 +1,260 @@
+"""Moving one user's memory: ``export`` to JSON Lines, ``import_`` from it, ``fork`` to another user.
+
+The file: a header line (format, export version, store schema version, embedder id, tiermem version,
+the source scope), then one line per record, ``{"kind": ..., "record": {...}}``: aliases, turns,
+working entries, episodes, facts (with provenance and validity), edges, digests. Vectors are not
+exported: an import embeds with the target's embedder, so a file moves between embedders.
+
+An import rewrites the scope to the target context and re-derives every id with the recipe the
+library writes it with (a fact's id from its subject and text, a turn's from its session and
+number...), rewriting provenance, supersession links and edge support sets to match: importing the same file twice
+writes nothing new, and later captures and consolidations find the imported records by id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import Iterable, Iterator
+from importlib import metadata as _dist
+from pathlib import Path
+from typing import IO, Any, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .._errors import InvalidArgumentError
+from .._identity import alias_id, digest_id, edge_id, episode_id, fact_id, turn_id, working_entry_id
+from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn, WorkingEntry
+from .._store import SCHEMA_VERSION, TableName, Where
+from .._subjects import is_canonical_subject
+from .._tiers import checked_context, scope
+from ._governance import Governance
+
+__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ExportReport", "ImportReport", "Portability"]
+
+EXPORT_FORMAT = "tiermem-export"
+EXPORT_VERSION = 1
+Source: TypeAlias = "str | Path | IO[str] | Iterable[str]"
+Destination: TypeAlias = "str | Path | IO[str]"
+
+# Export order: what a record points at comes before it.
+_KINDS: dict[str, tuple[TableName, type[BaseModel]]] = {
+    "alias": ("aliases", Alias),
+    "turn": ("turns", Turn),
+    "working": ("working", WorkingEntry),
+    "episode": ("episodes", Episode),
+    "fact": ("facts", Fact),
+    "edge": ("edges", Edge),
+    "digest": ("digests", Digest),
+}
+
+
+class ExportReport(BaseModel):
+    """What :meth:`Portability.export` wrote."""
+
+    model_config = ConfigDict(frozen=True)
+    records: dict[str, int] = Field(description="Lines written per kind (the header not counted).")
+
+
+class ImportReport(BaseModel):
+    """What :meth:`Portability.import_` read and wrote."""
+
+    model_config = ConfigDict(frozen=True)
+    records: dict[str, int] = Field(description="Records written per kind.")
+    source: dict[str, str] = Field(description="The header of the file.")
+
+
+def _version() -> str:
+    try:
+        return _dist.version("tiermem")
+    except _dist.PackageNotFoundError:
+        return "unknown"
+
+
+def _derived_id(kind: str, record: Any, target: MemoryContext) -> str:
+    """The id the library gives this record in the target scope (the recipes of ``_identity``)."""
+    if kind == "fact":
+        return fact_id(target, subject=record.subject, text=record.text)
+    if kind == "alias":
+        return alias_id(target, name=record.name)
+    if kind == "digest":
+        return digest_id(target)
+    if kind == "turn":
+        return turn_id(target, session_id=record.session_id, key=f"import\x1f{record.id}")
+    if kind == "episode":
+        return episode_id(target, session_id=record.session_id)
+    if kind == "edge":
+        return edge_id(target, source=record.source, relation=record.relation, target=record.target)
+    # An observation's id hashes its turn and position; in the new scope it is keyed by its content.
+    return working_entry_id(target, session_id=record.session_id, subject=record.subject, text=record.text)
+
+
+def _remap(value: Any, ids: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return ids.get(value, value)
+    if isinstance(value, list | tuple):
+        return type(value)(_remap(v, ids) for v in value)
+    return value
+
+
+def _lines(source: Source) -> Iterator[str]:
+    """The lines of a path (a ``str`` is a path), an open text file or an iterable of strings."""
+    if isinstance(source, str | Path):
+        path = Path(source)
+        if not path.is_file():
+            raise InvalidArgumentError(f"no export file at {str(path)!r}")
+        try:
+            with path.open(encoding="utf-8") as handle:
+                yield from handle
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidArgumentError(f"cannot read {str(path)!r}: {exc}") from exc
+        return
+    if isinstance(source, bytes | bytearray) or not isinstance(source, Iterable):
+        raise InvalidArgumentError(f"source must be a path, a text file or lines, not {type(source).__name__}")
+    for line in source:
+        if not isinstance(line, str):
+            raise InvalidArgumentError(f"source must yield text lines, not {type(line).__name__}")
+        yield line
+
+
+class Portability:
+    """Export, import and fork over a :class:`Governance` (its store, embedder and clock)."""
+
+    def __init__(self, governance: Governance) -> None:
+        self.governance = governance
+        self.store = governance.store
+
+    async def export(self, ctx: MemoryContext, destination: Destination) -> ExportReport:
+        """Write the user's memory as JSON Lines to a path or an open text file."""
+        return await asyncio.to_thread(self.export_sync, checked_context(ctx), destination)
+
+    async def import_(self, ctx: MemoryContext, source: Source) -> ImportReport:
+        """Read an export into ``ctx``'s user (validated whole first: a bad line writes nothing); idempotent."""
+        return await asyncio.to_thread(self.import_sync, checked_context(ctx), source)
+
+    async def fork(self, src: MemoryContext, dst: MemoryContext) -> ImportReport:
+        """Copy one user's memory to a new user or namespace; the copies are independent."""
+        return await asyncio.to_thread(self.fork_sync, checked_context(src), checked_context(dst))
+
+    def _export(self, ctx: MemoryContext) -> Iterator[tuple[str, str]]:
+        header = {
+            "kind": "header",
+            "format": EXPORT_FORMAT,
+            "export_version": EXPORT_VERSION,
+            "schema_version": SCHEMA_VERSION,
+            "embedder_id": self.store.embedder_id,
+            "tiermem_version": _version(),
+            "namespace": ctx.namespace,
+            "user_id": ctx.user_id,
+            "exported_at": self.governance.clock.now().isoformat(),
+        }
+        yield "header", json.dumps(header, sort_keys=True)
+        where = Where(eq=scope(ctx))
+        for kind, (table, _) in _KINDS.items():
+            for record in sorted(self.store.query(table, where), key=lambda r: (r.created_at, r.id)):
+                yield kind, json.dumps({"kind": kind, "record": record.model_dump(mode="json")}, sort_keys=True)
+
+    def export_lines(self, ctx: MemoryContext) -> Iterator[str]:
+        """The export as JSON lines (without newlines), header first."""
+        return (line for _, line in self._export(ctx))
+
+    def export_sync(self, ctx: MemoryContext, destination: Destination) -> ExportReport:
+        """The blocking body of ``export``."""
+        if isinstance(destination, str | Path):
+            try:
+                with Path(destination).open("w", encoding="utf-8") as handle:
+                    return self._write(ctx, handle)
+            except OSError as exc:
+                raise InvalidArgumentError(f"cannot write {str(destination)!r}: {exc}") from exc
+        if not callable(getattr(destination, "write", None)):
+            raise InvalidArgumentError(f"destination must be a path or a text file, not {type(destination).__name__}")
+        return self._write(ctx, destination)
+
+    def _write(self, ctx: MemoryContext, handle: IO[str]) -> ExportReport:
+        counts: dict[str, int] = {}
+        for kind, line in self._export(ctx):
+            handle.write(line + "\n")
+            if kind != "header":
+                counts[kind] = counts.get(kind, 0) + 1
+        return ExportReport(records=counts)
+
+    def _parse(self, source: Source) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+        """Every line validated before anything is written."""
+        header: dict[str, Any] | None = None
+        records: list[tuple[str, Any]] = []
+        for number, line in enumerate(_lines(source), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InvalidArgumentError(f"line {number} is not JSON: {exc}") from exc
+            if not isinstance(row, dict):
+                raise InvalidArgumentError(f"line {number} is not a JSON object")
+            if header is None:
+                if row.get("kind") != "header" or row.get("format") != EXPORT_FORMAT:
+                    raise InvalidArgumentError("not a tiermem export: the first line must be its header")
+                if row.get("export_version") != EXPORT_VERSION:
+                    raise InvalidArgumentError(f"export version {row.get('export_version')!r} is not supported")
+                header = row
+                continue
+            kind = row.get("kind")
+            if kind not in _KINDS:
+                raise InvalidArgumentError(f"line {number}: unknown kind {kind!r}")
+            try:
+                record = _KINDS[kind][1].model_validate(row.get("record"))
+            except ValidationError as exc:
+                raise InvalidArgumentError(f"line {number}: invalid {kind}: {exc}") from exc
+            rec: Any = record
+            if (rec.namespace, rec.user_id) != (header.get("namespace"), header.get("user_id")):
+                raise InvalidArgumentError(f"line {number}: a {kind} of another user than the header's")
+            for subject in _subjects(kind, rec):
+                if not is_canonical_subject(subject):
+                    raise InvalidArgumentError(f"line {number}: {subject!r} is not a canonical subject")
+            records.append((kind, record))
+        if header is None:
+            raise InvalidArgumentError("the export is empty: no header line")
+        return header, records
+
+    def import_sync(self, ctx: MemoryContext, source: Source) -> ImportReport:
+        """The blocking body of ``import_``."""
+        header, records = self._parse(source)
+        same = (header["namespace"], header["user_id"]) == (ctx.namespace, ctx.user_id)
+        ids = {r.id: (r.id if same else _derived_id(kind, r, ctx)) for kind, r in records}
+        by_table: dict[TableName, list[Any]] = {}
+        counts: dict[str, int] = {}
+        for kind, record in records:
+            update: dict[str, Any] = {"id": ids[record.id], "namespace": ctx.namespace, "user_id": ctx.user_id}
+            for field in ("provenance", "superseded_by", "support"):
+                if hasattr(record, field):
+                    update[field] = _remap(getattr(record, field), ids)
+            if hasattr(record, "metadata"):
+                update["metadata"] = {k: _remap(v, ids) for k, v in record.metadata.items()}
+            by_table.setdefault(_KINDS[kind][0], []).append(record.model_copy(update=update))
+            counts[kind] = counts.get(kind, 0) + 1
+        for table, rows in by_table.items():
+            unique = list({r.id: r for r in rows}.values())
+            if table == "aliases":
+                self.store.upsert("aliases", unique)
+            else:
+                self.governance.put(table, unique)
+        return ImportReport(records=counts, source={k: str(v) for k, v in header.items()})
+
+    def fork_sync(self, src: MemoryContext, dst: MemoryContext) -> ImportReport:
+        """The blocking body of ``fork``."""
+        if (src.namespace, src.user_id) == (dst.namespace, dst.user_id):
+            raise InvalidArgumentError("fork needs another user or namespace than its source")
+        where = Where(eq=scope(dst))
+        if any(self.store.count(table, where) for _, (table, _) in _KINDS.items()):
+            raise InvalidArgumentError(f"user {dst.user_id!r} in namespace {dst.namespace!r} already has memories")
+        buffer = io.StringIO("\n".join(self.export_lines(src)))
+        return self.import_sync(dst, buffer)
+
+
+def _subjects(kind: str, record: Any) -> list[str]:
+    if kind == "edge":
+        return [record.source, record.target]
+    if kind == "episode":
+        return list(record.subjects)
+    return [record.subject] if kind in {"fact", "working", "alias", "digest", "turn"} else []

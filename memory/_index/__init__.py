@@ -1,0 +1,32 @@
+"""In-process indexes of one user's rows: vectors, words (BM25), parsed records, and the searches over them.
+
+Pure numpy and the standard library; the store (:mod:`.._store`) fills and invalidates them.
+"""
+
+from __future__ import annotations
+
+from ._cached_search import CachedSearches, cached_searches
+from ._lexical import query_terms
+from ._read_cache import ReadCache
+from ._rows import SPECS, Hit, TableName, duplicate_losers, per_user, records_in, row, unique
+from ._vectors import COLUMNS, VectorBlock, VectorCache, column_array, top_k
+
+__all__ = [
+    "COLUMNS",
+    "SPECS",
+    "CachedSearches",
+    "Hit",
+    "ReadCache",
+    "TableName",
+    "VectorBlock",
+    "VectorCache",
+    "cached_searches",
+    "column_array",
+    "duplicate_losers",
+    "per_user",
+    "query_terms",
+    "records_in",
+    "row",
+    "top_k",
+    "unique",
+]

@@ -1,0 +1,130 @@
+"""How records become table rows: which table holds which record type, and the columns every row has.
+
+No engine here: :mod:`._store` turns these rows into LanceDB tables and back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+
+import numpy as np
+from pydantic import BaseModel
+
+from .._records import Alias, Digest, Edge, Episode, Fact, Turn, WorkingEntry
+from ._vectors import COLUMNS
+
+__all__ = ["SPECS", "Hit", "TableName", "duplicate_losers", "per_user", "records_in", "row", "search_context", "unique"]
+
+TableName = Literal["working", "episodes", "facts", "digests", "edges", "turns", "aliases"]
+R = TypeVar("R", bound=BaseModel)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hit:
+    """A search result: the record, the engine's score and the stored vector."""
+
+    record: Any
+    score: float
+    vector: np.ndarray
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spec(Generic[R]):
+    model: type[R]
+    vectors: bool
+
+
+SPECS: dict[str, Spec[Any]] = {
+    "working": Spec(model=WorkingEntry, vectors=True),
+    "episodes": Spec(model=Episode, vectors=True),
+    "facts": Spec(model=Fact, vectors=True),
+    "digests": Spec(model=Digest, vectors=True),
+    "edges": Spec(model=Edge, vectors=True),
+    "turns": Spec(model=Turn, vectors=True),
+    "aliases": Spec(model=Alias, vectors=False),
+}
+
+
+def searchable_text(record: BaseModel) -> str:
+    """What full-text search reads of a record."""
+    text = getattr(record, "search_text", None) or getattr(record, "text", None) or getattr(record, "summary", None)
+    return str(text or "")
+
+
+def search_context(record: BaseModel) -> str:
+    """What full-text search also reads of a record besides its text, and never shows: a turn's previous
+    turn, a memory's retrieval keys."""
+    keys = " ".join(getattr(record, "keys", ()))
+    return f"{getattr(record, 'context', '')} {keys}".strip()
+
+
+def row(record: BaseModel, vector: np.ndarray | None) -> dict[str, Any]:
+    """The row of one record: its filterable columns, its text for search, the record as JSON, its vector."""
+    rec: Any = record  # every stored record has id, scope and created_at; the rest is per type
+    out: dict[str, Any] = {
+        "id": rec.id,
+        "namespace": rec.namespace,
+        "user_id": rec.user_id,
+        "session_id": getattr(record, "session_id", None),
+        "subject": getattr(record, "subject", None) or getattr(record, "source", None),
+        "status": getattr(record, "status", None) or "active",
+        "text": searchable_text(record),
+        # Full-text search reads both columns: a turn is also found by the turn it replies to,
+        # a memory by its retrieval keys.
+        "context": f"{search_context(record)} {searchable_text(record)}".strip(),
+        "created_at": rec.created_at,
+        "updated_at": getattr(record, "updated_at", None) or rec.created_at,
+        "record": record.model_dump_json(),
+    }
+    if vector is not None:
+        out["vector"] = vector
+    return out
+
+
+def records_in(name: str, rows: list[dict[str, Any]]) -> list[Any]:
+    """The records that rows of table ``name`` hold (their ``record`` column, parsed): :func:`row` undone."""
+    model = SPECS[name].model
+    return [model.model_validate_json(r["record"]) for r in rows]
+
+
+def unique(ids: Sequence[str], *, last: bool) -> list[int]:
+    """Positions that keep one record per id (the last or the first given), in order: a merge refuses two."""
+    chosen: dict[str, int] = {}
+    for i, key in enumerate(ids):
+        if last or key not in chosen:
+            chosen[key] = i
+    return sorted(chosen.values())
+
+
+def per_user(
+    rows: Sequence[dict[str, Any]], vectors: np.ndarray
+) -> dict[tuple[str, str], tuple[dict[str, list[str | None]], np.ndarray]]:
+    """Written rows grouped by user, in the shape the vector cache applies."""
+    grouped: dict[tuple[str, str], list[int]] = {}
+    for i, r in enumerate(rows):
+        grouped.setdefault((r["namespace"], r["user_id"]), []).append(i)
+    return {
+        key: ({c: [rows[i][c] for i in idx] for c in COLUMNS}, np.asarray(vectors[idx], dtype=np.float32))
+        for key, idx in grouped.items()
+    }
+
+
+def duplicate_losers(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int]]:
+    """``(id, _rowid)`` of every row but one per id: the most recently updated stays, then the first stored.
+
+    Every process decides alike from the same rows, so two cleaning at once never delete both copies.
+    """
+
+    def rank(r: dict[str, Any]) -> tuple[bool, datetime | None, int]:
+        return (r["updated_at"] is not None, r["updated_at"], -int(r["_rowid"]))
+
+    best: dict[str, int] = {}
+    losers: list[tuple[str, int]] = []
+    for r in sorted(rows, key=rank):
+        if r["id"] in best:
+            losers.append((r["id"], best[r["id"]]))
+        best[r["id"]] = int(r["_rowid"])
+    return losers

@@ -1,0 +1,8 @@
+"""The read side: ``create_memory_capability()`` and the ``MemoryCapability`` it returns."""
+
+from __future__ import annotations
+
+from ._capability import MemoryCapability
+from ._create import MemoryProvider, create_memory_capability
+
+__all__ = ["MemoryCapability", "MemoryProvider", "create_memory_capability"]

@@ -1,0 +1,310 @@
+"""``MemoryCapability``: recall, the context block, tools and typed tier helpers over one store, the read
+side (:func:`~tiermem.memory._read._create.create_memory_capability` builds it).
+
+A capability holds three blocking components over one store: the tier repository
+(:class:`~tiermem.memory._tiers._tiers.Tiers`), the relations graph
+(:class:`~tiermem.memory._relations._relations.Relations`) and recall's search
+(:class:`~tiermem.memory._recall._search.Search`). Its async methods check their arguments, then run the
+component's method of the same name and signature off the event loop; the tiers' one by one are those
+of its part :class:`~tiermem.memory._read._async_tiers.AsyncTiers`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from .._blocking import Blocking, run_blocking
+from .._clock import Clock
+from .._delegation import delegate_async
+from .._embed import Embedder
+from .._errors import ConfigurationError, InvalidArgumentError
+from .._govern import (
+    Destination,
+    ExportReport,
+    FeedbackReport,
+    Governance,
+    MemoryPage,
+    MemoryStats,
+    MemoryVersion,
+    Portability,
+    RecallResult,
+    Receipts,
+    apply_feedback,
+)
+from .._options import CapabilityPreset, DigestOptions, EpisodicOptions, HygieneOptions, RecallOptions
+from .._recall import Search, SearchTier, TokenCounter, rank_without_cue, render_context
+from .._records import MemoryContext, MemoryItem, RankedMemoryItem, Tier
+from .._relations import Relations
+from .._scope import checked_string
+from .._store import Store
+from .._tiers import Lineage, Tiers, checked_context, checked_where
+from .._tools import MemoryTool, RecallArguments, Toolset
+from ._async_tiers import AsyncTiers
+
+__all__ = ["MemoryCapability"]
+
+
+class MemoryCapability:
+    """Recall, the context block, tools and typed tier helpers over one store."""
+
+    def __init__(
+        self,
+        *,
+        tiers: Tiers,
+        episodic: EpisodicOptions | None,
+        digest: DigestOptions | None,
+        hygiene: HygieneOptions | None,
+        recall_options: RecallOptions,
+        preset: CapabilityPreset,
+        max_context_tokens: int,
+        token_counter: TokenCounter,
+    ) -> None:
+        self.tiers = tiers
+        self.relations = Relations(tiers=tiers, semantic=tiers.semantic)
+        self.working = tiers.working
+        self.episodic = episodic
+        self.semantic = tiers.semantic
+        self.digest_options = digest
+        self.hygiene = hygiene
+        self.recall_options = recall_options
+        self.preset = preset
+        self.max_context_tokens = max_context_tokens
+        self.token_counter = token_counter
+        self.lineage = Lineage(tiers.store)
+        self.search = Search(
+            tiers=tiers,
+            relations=self.relations,
+            enabled=self.enabled_tiers(),
+            options=recall_options,
+            lineage=self.lineage,
+        )
+        self.governance = Governance(
+            store=tiers.store,
+            embedder=tiers.embedder,
+            clock=tiers.clock,
+            semantic=tiers.semantic,
+            working=tiers.working,
+            lineage=self.lineage,
+        )
+        self.receipts = Receipts()
+        self.option_conflicts: list[str] = []
+        """Explicit options that differ from those recorded in the store (used here, reported, not recorded)."""
+        self.portability = Portability(self.governance)
+        self.async_tiers = AsyncTiers(tiers=tiers, relations=self.relations)
+
+    @property
+    def store(self) -> Store:
+        return self.tiers.store
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.tiers.embedder
+
+    @property
+    def clock(self) -> Clock:
+        return self.tiers.clock
+
+    def blocking(self) -> Blocking:
+        """A synchronous facade for scripts without asyncio: same methods, no ``await``."""
+        return Blocking(self)
+
+    def enabled_tiers(self) -> list[SearchTier]:
+        flags: dict[SearchTier, object] = {
+            "working": self.working,
+            "episodic": self.episodic,
+            "semantic": self.semantic,
+            "digest": self.digest_options,
+        }
+        return [tier for tier, opts in flags.items() if opts is not None]
+
+    def item(self, record: Any, now: datetime, session_seq: int = 0) -> MemoryItem:
+        """Any stored record as a memory item, its confidence decayed to ``now``."""
+        return self.search.item(record, now, session_seq)
+
+    # -- recall -----------------------------------------------------------------------------
+
+    async def recall(
+        self,
+        ctx: MemoryContext,
+        cue: str | None = None,
+        *,
+        limit: int = 10,
+        tiers: Sequence[str] | None = None,
+        subject: str | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> RecallResult:
+        """Memories across the enabled tiers, ranked for ``cue`` (most recent and salient without one).
+
+        ``where``: only memories from turns captured with matching metadata (``{"channel": "email"}``,
+        ``{"labels": {"contains": "work"}}``, ``{"source": {"in": [...]}}``). The result is a list with a
+        ``receipt`` for :meth:`feedback`. What no longer holds (a superseded fact, a turn all of whose facts
+        were superseded) has ``metadata["superseded"]`` and ranks below what replaced it.
+        """
+        checked_context(ctx)
+        return await run_blocking(self.recall_sync, ctx, cue, limit=limit, tiers=tiers, subject=subject, where=where)
+
+    def recall_sync(
+        self,
+        ctx: MemoryContext,
+        cue: str | None = None,
+        *,
+        limit: int = 10,
+        tiers: Sequence[str] | None = None,
+        subject: str | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> RecallResult:
+        """The blocking body of :meth:`recall`."""
+        checked_context(ctx)
+        if cue is not None:
+            checked_string(cue, "cue")
+        if subject is not None:
+            checked_string(subject, "subject")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidArgumentError("limit must be an int between 1 and 1000")
+        if isinstance(tiers, str):
+            raise InvalidArgumentError("tiers must be a list of tier names, not a string")
+        found = self.search.recall(ctx, cue, limit=limit, tiers=tiers, subject=subject, where=checked_where(where))
+        return RecallResult(found, receipt=self.receipts.issue(ctx, (i.id for i in found), self.clock.now()))
+
+    async def feedback(
+        self, ctx: MemoryContext, receipt: str, *, used: Sequence[str] = (), unhelpful: Sequence[str] = ()
+    ) -> FeedbackReport:
+        """Say which memories of a recall helped: ``used`` ones are reinforced, ``unhelpful`` ones lose a
+        step of confidence (never below 0, never when pinned). Only ids that recall returned; once per
+        receipt (the same call again changes nothing). Each change shows in ``history``."""
+        checked_context(ctx)
+        return await run_blocking(
+            apply_feedback, self.governance, self.receipts, ctx, receipt, used=used, unhelpful=unhelpful
+        )
+
+    # -- context block ----------------------------------------------------------------------
+
+    async def format_context(self, ctx: MemoryContext, input: str, *, max_tokens: int | None = None) -> str:
+        """The per-turn ``<memory>`` block for ``input``, a section per tier, within ``max_tokens``."""
+        checked_context(ctx)
+        return await run_blocking(self.format_context_sync, ctx, input, max_tokens=max_tokens)
+
+    def format_context_sync(self, ctx: MemoryContext, input: str, *, max_tokens: int | None = None) -> str:
+        """The blocking body of :meth:`format_context`."""
+        checked_context(ctx)
+        checked_string(input, "input")
+        budget = max_tokens if max_tokens is not None else self.max_context_tokens
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 16:
+            raise InvalidArgumentError("max_tokens must be an int of at least 16")
+        wanted = [s for s in self.preset.sections if s in self.enabled_tiers() or s == "relation"]
+        sections: dict[str, list[MemoryItem]] = {s: [] for s in wanted}
+        search = [t for t in self.enabled_tiers() if t in wanted and t != "digest"]
+        if search and input.strip():
+            for item in self.search.recall(ctx, input, limit=24, tiers=search, subject=None):
+                sections.setdefault(item.tier, []).append(item)
+        now = self.clock.now()
+        if "digest" in wanted:
+            latest = self.tiers.latest_digest(ctx)
+            sections["digest"] = [self.item(latest, now)] if latest else []
+        if "working" in wanted and ctx.session_id is not None:
+            seen = {i.id for i in sections.get("working", [])}
+            session = self.tiers.working_memory(ctx, include_inactive=True)  # one read: entries and turn count
+            seq = max((e.seq for e in session), default=0)
+            recent = rank_without_cue(
+                [self.item(e, now, seq) for e in session if e.status == "active"],
+                now=now,
+                options=self.recall_options,
+                limit=self.working.capacity if self.working else 7,
+            )
+            sections["working"] = [*sections.get("working", []), *(i for i in recent if i.id not in seen)]
+        return render_context(sections, order=wanted, max_tokens=budget, count=self.token_counter)
+
+    # -- tools ------------------------------------------------------------------------------
+
+    def tools(self, ctx: MemoryContext, *, write: bool = False) -> Toolset:
+        """Tools bound to ``ctx``; arguments can never change whose memory they read.
+
+        ``write``: the agent's write tools, which only the write side offers (``system(...).tools``).
+        """
+        checked_context(ctx)
+        if write is not False:
+            raise ConfigurationError(
+                "a capability is the read side and offers no write tools: use system(...).tools(ctx, write=True)"
+            )
+        bound: list[MemoryTool] = []
+        if "memory_recall" in self.preset.tools:
+            bound.append(self._recall_tool(ctx))
+        if self.relations.options is not None and "memory_connect" in self.preset.tools:
+            bound.append(self.relations.connect_tool(ctx))
+        return Toolset(bound)
+
+    def _recall_tool(self, ctx: MemoryContext) -> MemoryTool:
+        async def handler(args: Any) -> list[RankedMemoryItem]:
+            assert isinstance(args, RecallArguments)
+            return await self.recall(ctx, args.query, limit=args.limit, tiers=args.tiers, subject=args.subject)
+
+        return MemoryTool(
+            name="memory_recall",
+            description=(
+                "Search long-term memory about the user and the people and organisations in their life. "
+                "Returns memories ranked by relevance, each with its id, tier, subject, date and text "
+                "(verbose: also confidence, scores, provenance and metadata)."
+            ),
+            arguments=RecallArguments,
+            handler=handler,
+        )
+
+    # -- the tiers, one by one (memory/_read/_async_tiers.py: each the async twin of the Tiers / Relations method) --
+
+    add_alias = delegate_async("async_tiers", AsyncTiers.add_alias)
+    aliases = delegate_async("async_tiers", AsyncTiers.aliases)
+    working_memory = delegate_async("async_tiers", AsyncTiers.working_memory)
+    add_working_memory = delegate_async("async_tiers", AsyncTiers.add_working_memory)
+    add_episode = delegate_async("async_tiers", AsyncTiers.add_episode)
+    recent_episodes = delegate_async("async_tiers", AsyncTiers.recent_episodes)
+    facts = delegate_async("async_tiers", AsyncTiers.facts)
+    add_semantic_fact = delegate_async("async_tiers", AsyncTiers.add_semantic_fact)
+    remember = delegate_async("async_tiers", AsyncTiers.remember)
+    set_digest = delegate_async("async_tiers", AsyncTiers.set_digest)
+    latest_digest = delegate_async("async_tiers", AsyncTiers.latest_digest)
+    connections = delegate_async("async_tiers", AsyncTiers.connections)
+    relate = delegate_async("async_tiers", AsyncTiers.relate)
+    ego_graph = delegate_async("async_tiers", AsyncTiers.ego_graph)
+
+    # -- inspect (the governance component, memory/_govern/_governance.py) --------------------------
+
+    async def get(self, ctx: MemoryContext, id: str) -> MemoryItem:
+        """One memory of any tier (or a captured turn) by id; MemoryNotFoundError when not this user's."""
+        return await self.governance.get(ctx, id)
+
+    async def history(self, ctx: MemoryContext, id: str) -> list[MemoryVersion]:
+        """Every version of a memory, oldest first, with validity times and the captured turns behind each."""
+        return await self.governance.history(ctx, id)
+
+    async def subjects(self, ctx: MemoryContext) -> list[str]:
+        """The canonical subjects the user's memories are about."""
+        return await self.governance.subjects(ctx)
+
+    async def stats(self, ctx: MemoryContext) -> MemoryStats:
+        """Counts per tier and status, pending work, and the store's bytes on disk."""
+        return await self.governance.stats(ctx)
+
+    async def export(self, ctx: MemoryContext, destination: Destination) -> ExportReport:
+        """Write the user's memory as JSON Lines (a header, then every record) to a path or text file."""
+        return await self.portability.export(ctx, destination)
+
+    async def list(  # last in the class: below it, ``list`` in an annotation would name this method
+        self,
+        ctx: MemoryContext,
+        *,
+        tier: Tier | Sequence[Tier] | None = None,
+        subject: str | None = None,
+        status: str | Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> MemoryPage:
+        """The user's memories oldest first, a page at a time: pass ``next_cursor`` back for the next.
+
+        ``where``: only memories from turns captured with matching metadata, as for :meth:`recall`.
+        """
+        return await self.governance.list_memories(
+            ctx, tier=tier, subject=subject, status=status, where=where, limit=limit, cursor=cursor
+        )

@@ -1,0 +1,324 @@
+"""Search: the candidates recall ranks, from full-text, vector and graph searches over the tiers.
+
+Blocking, like the repository it reads through; :class:`~tiermem.memory._read._create.MemoryCapability`
+runs it off the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, Literal
+
+import numpy as np
+
+from .._errors import InvalidArgumentError
+from .._index import CachedSearches
+from .._options import RecallOptions
+from .._records import Fact, MemoryContext, MemoryItem, RankedMemoryItem, Turn, WorkingEntry
+from .._relations import Relations
+from .._store import TableName, Where
+from .._subjects import canonical_subject
+from .._tiers import Lineage, MetadataFilter, Tiers, embedded_text, marked_past, scope, to_memory_item
+from ._ranking import Candidate, named_subjects, rank, rank_without_cue
+from ._relevance import Calibration, calibration
+
+__all__ = ["SEARCH_TIERS", "Search", "SearchTier"]
+
+log = logging.getLogger(__name__)
+
+SearchTier = Literal["working", "episodic", "semantic", "digest"]
+# Where each tier is searched. The episodic tier is the sessions' episodes plus their turn log:
+# a summary finds the right conversation, the log the line in it.
+_SOURCES: dict[SearchTier, tuple[TableName, ...]] = {
+    "working": ("working",),
+    "episodic": ("episodes", "turns"),
+    "semantic": ("facts",),
+    "digest": ("digests",),
+}
+SEARCH_TIERS: tuple[SearchTier, ...] = tuple(_SOURCES)
+_LIVE: dict[TableName, list[str]] = {
+    "working": ["active", "overflow"],
+    "episodes": ["pending", "consolidated"],
+    "facts": ["active"],
+    "digests": ["active"],
+}
+# A cue also finds superseded facts: they answer "where did I work before?", marked past and ranked below
+# what replaced them. Browsing without a cue shows what holds.
+_SEARCHED: dict[TableName, list[str]] = {**_LIVE, "facts": ["active", "superseded"]}
+_BROWSE = ("working", "episodes", "facts", "digests")  # without a cue the raw log is noise
+
+_SEARCHES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tiermem-search")
+_GRAPH_EDGES = 10  # edges per named entity admitted by graph expansion
+_GRAPH_FACTS = 8  # neighbour facts admitted by graph expansion
+# Relevance given to what only the graph links to the cue: enough to be recalled, below direct matches.
+_GRAPH_EDGE_FLOOR = 0.4
+_GRAPH_FACT_FLOOR = 0.35
+
+
+class Search:
+    """Recall over one store: candidates from every enabled tier, fused and ranked."""
+
+    def __init__(
+        self,
+        *,
+        tiers: Tiers,
+        relations: Relations,
+        enabled: Sequence[SearchTier],
+        options: RecallOptions,
+        lineage: Lineage | None = None,
+    ) -> None:
+        self.tiers = tiers
+        self.relations = relations
+        self.enabled = list(enabled)
+        self.options = options
+        self.lineage = lineage or Lineage(tiers.store)
+
+    def chosen(self, tiers: Sequence[str] | None) -> list[SearchTier]:
+        """The enabled tiers among ``tiers`` (all enabled ones for None)."""
+        if tiers is None:
+            return list(self.enabled)
+        unknown = [t for t in tiers if t not in _SOURCES]
+        if unknown:
+            raise InvalidArgumentError(f"unknown tiers {unknown}; choose from {list(_SOURCES)}")
+        return [t for t in self.enabled if t in tiers]
+
+    def item(self, record: Any, now: datetime, session_seq: int = 0) -> MemoryItem:
+        """Any stored record as a memory item, its confidence decayed to ``now``."""
+        return to_memory_item(
+            record, now, semantic=self.tiers.semantic, working=self.tiers.working, session_seq=session_seq
+        )
+
+    def _where(
+        self,
+        ctx: MemoryContext,
+        table: TableName,
+        subject: str | None,
+        allowed: dict[str, frozenset[str]] | None = None,
+        *,
+        browse: bool = False,
+    ) -> Where | None:
+        """The scope of one table's search; None when nothing in it can match."""
+        eq = scope(ctx)
+        if subject is not None:
+            eq["subject"] = subject
+        ids = None if allowed is None else sorted(allowed.get(table, ()))
+        if ids is not None and not ids:
+            return None
+        isin = {} if ids is None else {"id": ids}
+        if table == "working":
+            if ctx.session_id is None:
+                return None
+            eq["session_id"] = ctx.session_id
+        if table == "turns":
+            # The current session's turns are already in the agent's context window.
+            return Where(eq=eq, isin=isin or None, ne={"session_id": ctx.session_id} if ctx.session_id else None)
+        return Where(eq=eq, isin={**isin, "status": (_LIVE if browse else _SEARCHED)[table]})
+
+    def recall(
+        self,
+        ctx: MemoryContext,
+        cue: str | None,
+        *,
+        limit: int,
+        tiers: Sequence[str] | None,
+        subject: str | None,
+        where: MetadataFilter | None = None,
+    ) -> list[RankedMemoryItem]:
+        """Memories across the chosen tiers, ranked for ``cue`` (most recent and salient without one).
+
+        ``where``: only memories matching it (captured metadata, see :mod:`._lineage`).
+        """
+        # One version check per table for the whole recall: aliases, lineage and searches read one version.
+        with self.tiers.store.pinned_versions():
+            return self._recall(ctx, cue, limit=limit, tiers=tiers, subject=subject, where=where)
+
+    def _recall(
+        self,
+        ctx: MemoryContext,
+        cue: str | None,
+        *,
+        limit: int,
+        tiers: Sequence[str] | None,
+        subject: str | None,
+        where: MetadataFilter | None,
+    ) -> list[RankedMemoryItem]:
+        aliases = self.tiers.aliases(ctx)
+        canon = canonical_subject(subject, aliases=aliases) if subject is not None else None
+        now = self.tiers.clock.now()
+        chosen = self.chosen(tiers)
+        tables = [table for tier in chosen for table in _SOURCES[tier]]
+        allowed = self.lineage.matching(ctx, where, tables) if where is not None else None
+        session_seq = self.tiers.session_seq(ctx) if "working" in chosen else 0
+        store = self.tiers.store
+        if cue is None or not cue.strip():
+            items: list[MemoryItem] = []
+            for table in (t for t in tables if t in _BROWSE):
+                scoped = self._where(ctx, table, canon, allowed, browse=True)
+                if scoped is not None:
+                    items += [self.item(r, now, session_seq) for r in store.query(table, scoped)]
+            return rank_without_cue(items, now=now, options=self.options, limit=limit)
+        meaning = self._meaning(cue)
+        pool = max(limit * 3, 30)
+        found: dict[tuple[str, str], Candidate] = {}
+        # One full-text and one vector search per table. A user's cached rows are searched here, in memory;
+        # the others' searches go to LanceDB, all in flight at once (it releases the GIL).
+        searches: list[tuple[TableName, CachedSearches | Callable[[], CachedSearches]]] = []
+        # The facts lineage parsed (it needs them all to mark what no longer holds): hits need no parse of their own.
+        parsed = self.lineage.facts(ctx) if "facts" in tables else {}
+        for table in tables:
+            scoped = self._where(ctx, table, canon, allowed)
+            if scoped is not None:
+                known = parsed if table == "facts" else None
+                cached = store.cached_searches(
+                    table, cue, meaning[1] if meaning else None, scoped, limit=pool, parsed=known
+                )
+                searches.append((table, cached or self._submitted(table, cue, meaning, scoped, pool)))
+        searched = 0  # memories the vector searches compared: how high "unrelated" reaches
+        for table, result in searches:
+            done = result if isinstance(result, CachedSearches) else result()
+            searched += done.searched
+            pooled = done.pool
+            if not pooled.records:
+                continue
+            similarity = meaning[0].similarity(meaning[1], pooled.vectors) if meaning else np.zeros(len(pooled.records))
+            for record, sim, lex in zip(pooled.records, similarity.tolist(), pooled.lexical.tolist(), strict=True):
+                found[(table, record.id)] = Candidate(
+                    item=self.item(record, now, session_seq),
+                    similarity=sim,
+                    lexical=lex,
+                    # isinstance, not getattr with a default: a pydantic model's missing attribute
+                    # raises inside its __getattr__ (6 us, twice per candidate of every recall).
+                    context=record.context if isinstance(record, Turn) else "",
+                    keys=record.keys if isinstance(record, WorkingEntry | Fact) else (),
+                )
+        query_vector = meaning[1] if meaning else None
+        self._mark_past(ctx, query_vector, now, found, canon, allowed if "semantic" in chosen else {})
+        named = named_subjects(cue, aliases)
+        # Not under ``where``: a graph neighbour is linked to the cue, not to the turns the filter chose.
+        graph = self.relations.options is not None and canon is None and "semantic" in chosen and where is None
+        if graph and query_vector is not None:
+            self._expand_through_graph(ctx, query_vector, named, now, found)
+        return rank(
+            list(found.values()),
+            now=now,
+            options=self.options,
+            cue=cue,
+            # Without a meaning only shared words make a memory related.
+            related_similarity=meaning[0].threshold(searched, self.options.unrelated_rate) if meaning else math.inf,
+            named=named,
+            aliases=aliases,
+            limit=limit,
+        )
+
+    def _submitted(
+        self, table: TableName, cue: str, meaning: tuple[Calibration, np.ndarray] | None, scoped: Where, pool: int
+    ) -> Callable[[], CachedSearches]:
+        """One table's searches through LanceDB, submitted to the search threads; call the result to wait."""
+        store = self.tiers.store
+        lexical_job = _SEARCHES.submit(store.text_search, table, cue, scoped, limit=pool)
+        vector_job = _SEARCHES.submit(store.vector_search, table, meaning[1], scoped, limit=pool) if meaning else None
+
+        def result() -> CachedSearches:
+            return CachedSearches.of(
+                text=lexical_job.result(),
+                vector=vector_job.result() if vector_job else [],
+                searched=store.searched(table, scoped) if meaning else 0,
+            )
+
+        return result
+
+    def _meaning(self, cue: str) -> tuple[Calibration, np.ndarray] | None:
+        """The embedder's calibration and the cue's vector, centered on its background (see _relevance).
+
+        None when the embedder fails: recall then goes by shared words alone rather than not at all.
+        """
+        try:
+            calibrated = calibration(self.tiers.embedder)
+            return calibrated, calibrated.query(self.tiers.embed([cue])[0])
+        except Exception as exc:  # any embedder, any failure (a local model, a remote API): recall still answers
+            log.warning("embedder %s failed (%s); recalling by full-text search only", self.tiers.embedder.id, exc)
+            return None
+
+    def _mark_past(
+        self,
+        ctx: MemoryContext,
+        query_vector: np.ndarray | None,
+        now: datetime,
+        found: dict[tuple[str, str], Candidate],
+        subject: str | None,
+        allowed: dict[str, frozenset[str]] | None,
+    ) -> None:
+        """Mark found facts and turns that no longer hold, and bring in the current facts that replaced them.
+
+        ``allowed``: the facts that may be brought in (None: any; without "facts": none).
+        """
+        memories = [(rid, c.item.provenance) for (table, rid), c in found.items() if table not in ("digests", "edges")]
+        past = self.lineage.past(ctx, memories) if memories else {}
+        if not past:
+            return
+        for key in [k for k in found if k[1] in past]:
+            found[key] = replace(found[key], item=marked_past(found[key].item, past[key[1]]))
+        wanted = {r for p in past.values() for r in p.replaced_by} - {rid for table, rid in found if table == "facts"}
+        if allowed is not None:
+            wanted &= allowed.get("facts", frozenset())
+        if not wanted:
+            return
+        eq = scope(ctx) | ({"subject": subject} if subject is not None else {})
+        where = Where(eq=eq, isin={"status": ["active"], "id": sorted(wanted)})
+        if query_vector is None:  # the embedder failed: the replacements, without a similarity
+            for record in self.tiers.store.query("facts", where):
+                found[("facts", record.id)] = Candidate(item=self.item(record, now), similarity=0.0, lexical=0.0)
+            return
+        similarity = calibration(self.tiers.embedder).similarity
+        for hit in self.tiers.store.vector_search("facts", query_vector, where, limit=len(wanted)):
+            found[("facts", hit.record.id)] = Candidate(
+                item=self.item(hit.record, now),
+                similarity=float(similarity(query_vector, hit.vector)[0]),
+                lexical=0.0,
+            )
+
+    def _expand_through_graph(
+        self,
+        ctx: MemoryContext,
+        query_vector: np.ndarray,
+        named: set[str],
+        now: datetime,
+        found: dict[tuple[str, str], Candidate],
+    ) -> None:
+        """Entities the cue names bring their edges and their one-hop neighbours' facts into the pool."""
+        graph = self.relations.graph(ctx)
+        entities = sorted(n for n in named if n in graph)
+        if not entities:
+            return
+        edges = {e.id: e for entity in entities for e in graph.neighbours(entity)[:_GRAPH_EDGES]}
+        if edges:
+            vectors = self.tiers.embed([embedded_text(e) for e in edges.values()])
+            similarity = calibration(self.tiers.embedder).similarity(query_vector, vectors)
+            for edge, sim in zip(edges.values(), similarity, strict=True):
+                found.setdefault(
+                    ("edges", edge.id),
+                    Candidate(
+                        item=self.item(edge, now),
+                        similarity=float(sim),
+                        lexical=0.0,
+                        via_graph=_GRAPH_EDGE_FLOOR,
+                    ),
+                )
+        neighbours = sorted({n for entity in entities for n in graph.neighbour_nodes(entity)} - set(entities))
+        if not neighbours:
+            return
+        where = Where(eq=scope(ctx), isin={"status": ["active"], "subject": neighbours})
+        for hit in self.tiers.store.vector_search("facts", query_vector, where, limit=_GRAPH_FACTS):
+            key = ("facts", hit.record.id)
+            old = found.get(key)
+            found[key] = Candidate(
+                item=old.item if old else self.item(hit.record, now),
+                similarity=float(calibration(self.tiers.embedder).similarity(query_vector, hit.vector)[0]),
+                lexical=old.lexical if old else 0.0,
+                via_graph=_GRAPH_FACT_FLOOR,
+            )

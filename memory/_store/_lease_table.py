@@ -1,0 +1,125 @@
+"""The leases table: one row per key, claimed and released in one merge or delete each (see :mod:`._leases`).
+
+What a lease means, and who holds which, is decided in :mod:`._leases`; this module writes its rows
+so that of two processes claiming one key, exactly one wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+from .._filters import sql_literal, sql_timestamp
+from ._engine_errors import engine_errors
+from ._maintenance import Maintenance
+from ._tables import LEASES, PRIMARY_KEY, Tables
+
+__all__ = ["LEASE_SCHEMA", "LeaseTable"]
+
+# Leases (see _leases.py): one row per key, ``id`` so the key is the table's primary key like everywhere else.
+LEASE_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False, metadata=PRIMARY_KEY),
+        pa.field("holder", pa.string(), nullable=False),
+        pa.field("token", pa.string(), nullable=False),
+        pa.field("expires_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    ]
+)
+
+
+class LeaseTable:
+    """The leases table of one store, opened (or created) on first use."""
+
+    def __init__(self, tables: Tables, maintenance: Maintenance) -> None:
+        self._tables = tables
+        self._maintenance = maintenance
+
+    def table(self) -> Any:
+        tables = self._tables
+        if LEASES not in tables.opened:
+            with engine_errors("open the leases table"):
+                try:
+                    table = tables.open(LEASES)
+                except (ValueError, FileNotFoundError):  # lancedb's "table not found"
+                    with tables.write_lock:
+                        table = tables.retry(
+                            "create the leases table", lambda: tables.create_table(LEASES, LEASE_SCHEMA)
+                        )
+            tables.opened[LEASES] = table
+            tables.restore_overwritten(LEASES, table)
+        return tables.opened[LEASES]
+
+    def claim(
+        self, key: str, *, holder: str, token: str, expires_at: datetime, now: datetime, renew: bool = False
+    ) -> bool:
+        table = self.table()
+        row = pa.Table.from_pylist(
+            [{"id": key, "holder": holder, "token": token, "expires_at": expires_at}], schema=LEASE_SCHEMA
+        )
+        if renew:
+            condition = f"target.token = {sql_literal(token)}"
+        else:
+            condition = f"target.expires_at <= {sql_timestamp(now)} OR target.holder = {sql_literal(holder)}"
+
+        def commit() -> int:
+            with self._tables.write_lock, engine_errors("write a lease"):
+                merge = table.merge_insert("id").use_index(False).when_matched_update_all(where=condition)
+                result = (merge if renew else merge.when_not_matched_insert_all()).execute(row)
+                return int(result.num_inserted_rows) + int(result.num_updated_rows)
+
+        won = self._tables.retry("write a lease", commit) == 1
+        self._maintenance.after_write(LEASES, table)
+        return won
+
+    def unclaim(self, key: str, *, token: str) -> None:
+        table = self.table()
+
+        def commit() -> None:
+            with self._tables.write_lock, engine_errors("release a lease"):
+                table.delete(f"id = {sql_literal(key)} AND token = {sql_literal(token)}")
+
+        self._tables.retry("release a lease", commit)
+        self._maintenance.after_write(LEASES, table)
+
+    def claim_many(
+        self, keys: Sequence[str], *, holder: str, token: str, expires_at: datetime, now: datetime
+    ) -> set[str]:
+        table = self.table()
+        rows = pa.Table.from_pylist(
+            [{"id": k, "holder": holder, "token": token, "expires_at": expires_at} for k in keys], schema=LEASE_SCHEMA
+        )
+        condition = f"target.expires_at <= {sql_timestamp(now)} OR target.holder = {sql_literal(holder)}"
+
+        def commit() -> int:
+            with self._tables.write_lock, engine_errors("write leases"):
+                merge = table.merge_insert("id").use_index(False).when_matched_update_all(where=condition)
+                result = merge.when_not_matched_insert_all().execute(rows)
+                return int(result.num_inserted_rows) + int(result.num_updated_rows)
+
+        won = self._tables.retry("write leases", commit)
+        self._maintenance.after_write(LEASES, table)
+        if won >= len(set(keys)):
+            return set(keys)
+        # Some were held by others: ours are the rows that carry this token (read back, one key at a time).
+        return {k for k in keys if (row := self.lease_row(k)) is not None and row["token"] == token}
+
+    def unclaim_many(self, keys: Sequence[str], *, token: str) -> None:
+        if not keys:
+            return
+        table = self.table()
+        ids = ", ".join(sql_literal(k) for k in keys)
+
+        def commit() -> None:
+            with self._tables.write_lock, engine_errors("release leases"):
+                table.delete(f"id IN ({ids}) AND token = {sql_literal(token)}")
+
+        self._tables.retry("release leases", commit)
+        self._maintenance.after_write(LEASES, table)
+
+    def lease_row(self, key: str) -> dict[str, Any] | None:
+        with engine_errors("read a lease"):
+            rows = self.table().search().where(f"id = {sql_literal(key)}").limit(None).to_list()
+        return {k: rows[0][k] for k in LEASE_SCHEMA.names} if rows else None

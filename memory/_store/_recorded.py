@@ -1,0 +1,94 @@
+"""The options a store was created with, recorded in it, so every process opening it agrees.
+
+An app that writes a store with relations on, and a ``tiermem worker`` started later with no
+options, must consolidate alike. So the first writer records its tier and recall options in the
+store's meta table; an option left unset (``None``) takes the recorded value; an explicit option
+that differs from the record is used by this process and reported (a WARNING and
+``MemoryCapability.option_conflicts``), never written over the record.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from .._options import (
+    DigestOptions,
+    EpisodicOptions,
+    HygieneOptions,
+    RecallOptions,
+    SemanticOptions,
+    WorkingOptions,
+    resolve_tier,
+)
+from ._store import Store
+
+__all__ = ["META_KEY", "ResolvedOptions", "resolve_options"]
+
+log = logging.getLogger(__name__)
+
+META_KEY = "options"
+_MODELS: dict[str, type[BaseModel]] = {
+    "working": WorkingOptions,
+    "episodic": EpisodicOptions,
+    "semantic": SemanticOptions,
+    "digest": DigestOptions,
+    "hygiene": HygieneOptions,
+    "recall": RecallOptions,
+}
+# What an unset option means on a store with no record: every tier on, default recall weights.
+_DEFAULTS: dict[str, Any] = {"working": True, "episodic": True, "semantic": True, "digest": True, "hygiene": True,
+                             "recall": True}  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolvedOptions:
+    """Each option as this process uses it, and the explicit ones that differ from the store's record."""
+
+    values: dict[str, Any]
+    conflicts: list[str] = field(default_factory=list)
+
+
+def _dump(value: BaseModel | None) -> Any:
+    return False if value is None else value.model_dump(mode="json")
+
+
+def _recorded(store: Store) -> dict[str, Any]:
+    raw = store.meta().get(META_KEY)
+    if not raw:
+        return {}
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        log.warning("store %s: its recorded options are not JSON; ignoring them", store.uri)
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def resolve_options(store: Store, given: Mapping[str, Any], *, record: bool) -> ResolvedOptions:
+    """Resolve ``given`` (None = unset) against the store's record; record them if there is none yet and ``record``."""
+    recorded = _recorded(store)
+    values: dict[str, Any] = {}
+    conflicts: list[str] = []
+    for name, model in _MODELS.items():
+        explicit = given.get(name)
+        if explicit is None:
+            source = recorded[name] if name in recorded else _DEFAULTS[name]
+            values[name] = resolve_tier(source, model, name)
+            continue
+        values[name] = resolve_tier(explicit, model, name)
+        if name in recorded and _dump(values[name]) != recorded[name]:
+            conflicts.append(
+                f"{name}: the store {store.uri!r} was created with {json.dumps(recorded[name], sort_keys=True)}, "
+                f"this process uses {json.dumps(_dump(values[name]), sort_keys=True)}"
+            )
+    for conflict in conflicts:
+        log.warning("option differs from the store's record (used here, not recorded): %s", conflict)
+    if not recorded and record:
+        store.record_meta(META_KEY, json.dumps({name: _dump(v) for name, v in values.items()}, sort_keys=True))
+    return ResolvedOptions(values=values, conflicts=conflicts)

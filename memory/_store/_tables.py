@@ -1,0 +1,294 @@
+"""The tables of one store as this process opened them: the shared part every other part of the store uses.
+
+:class:`Tables` holds the connection, the tables opened so far, the write lock and the commit-retry
+policy; it opens a table (creating it, stamped, when absent), brings back what a racing create hid
+(see :mod:`._store_creation`), declares ``id`` the primary key, removes duplicate ids and builds indexes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lancedb
+import pyarrow as pa
+from lancedb.index import FTS, BTree
+
+from .._errors import InvalidArgumentError, StoreConflictError, StoreMismatchError, StoreUnavailableError
+from .._filters import Where, sql_literal
+from .._index import SPECS, ReadCache, VectorCache, duplicate_losers, unique
+from .._text import FTS_CONFIG
+from ._commits import CommitRetry, retry_conflicts
+from ._creation import GONE, Stamp, clobbered, is_settled, new_creation, settle, stamp_of, stamped
+from ._engine_errors import engine_errors
+from ._meta import REEMBEDDING, width_mismatch
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LEASES", "PRIMARY_KEY", "Tables", "checked_out", "local_uri", "stamped_schema"]
+
+T = TypeVar("T")
+
+# Lance dedupes two concurrent merge_inserts of one new key only when the key column is the table's
+# (unenforced) primary key: the later commit then conflicts and its retry finds the row (lance#5633).
+PRIMARY_KEY = {"lance-schema:unenforced-primary-key": "true"}
+_PK_MARKERS = (b"lance-schema:unenforced-primary-key", b"lance-schema:unenforced-primary-key:position")
+# The leases table (its schema and rows: :mod:`._store_leases`), repaired like the tier tables.
+LEASES = "leases"
+
+
+class Tables:
+    """One database's connection and the tables this process opened in it.
+
+    ``vectors``: the store's vector cache, whose blocks of a table a repair or a dedupe makes stale.
+    ``dimensions`` and ``embedder_id`` change while ``reembed`` runs.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        embedder_id: str,
+        dimensions: int,
+        create: bool,
+        commit_retry: CommitRetry,
+        read_consistency: timedelta | None,
+        storage_options: dict[str, str],
+        vectors: VectorCache,
+    ) -> None:
+        self.uri = uri
+        self.dimensions = dimensions
+        self.embedder_id = embedder_id
+        self.create = create
+        self.commit_retry = commit_retry
+        self.vectors = vectors
+        self.held = ReadCache()  # small reads of this process, kept in step by its writes
+        self._storage_options = storage_options
+        self._pinned_db: Any = None
+        with engine_errors("connect"):
+            self.db = lancedb.connect(
+                uri, read_consistency_interval=read_consistency, storage_options=self._storage_options
+            )
+        self.opened: dict[str, Any] = {}
+        self.indexed: set[str] = set()
+        self.keyed: set[str] = set()
+        self.write_lock = threading.RLock()
+
+    def schema(self, name: str) -> pa.Schema:
+        fields = [
+            pa.field("id", pa.string(), nullable=False, metadata=PRIMARY_KEY),
+            pa.field("namespace", pa.string(), nullable=False),
+            pa.field("user_id", pa.string(), nullable=False),
+            pa.field("session_id", pa.string()),
+            pa.field("subject", pa.string()),
+            pa.field("status", pa.string()),
+            pa.field("text", pa.string()),
+            pa.field("context", pa.string()),
+            pa.field("created_at", pa.timestamp("us", tz="UTC")),
+            pa.field("updated_at", pa.timestamp("us", tz="UTC")),
+            pa.field("record", pa.string()),
+        ]
+        if SPECS[name].vectors:
+            fields.append(pa.field("vector", pa.list_(pa.float32(), self.dimensions)))
+        return pa.schema(fields)
+
+    def retry(self, action: str, write: Callable[[], T]) -> T:
+        return retry_conflicts(write, action=action, policy=self.commit_retry)
+
+    def table_names(self) -> set[str]:
+        names: set[str] = set()
+        token: str | None = None
+        while True:
+            page = self.db.list_tables(page_token=token)
+            names.update(page.tables)
+            if not (token := page.page_token):
+                return names
+
+    def open(self, name: str) -> Any:
+        return self.db.open_table(name)
+
+    def drop_cached(self, name: str) -> None:
+        """Forget this process's cached vectors, words and reads of ``name`` (a change they cannot follow)."""
+        self.vectors.drop(name)
+        self.held.drop(name)
+
+    def table(self, name: str) -> Any:
+        if name not in SPECS:
+            raise InvalidArgumentError(f"unknown table {name!r}")
+        if name in self.opened:
+            return self.opened[name]
+        with engine_errors(f"open table {name}"):
+            try:
+                table = self.open(name)
+            except (ValueError, FileNotFoundError):  # lancedb's "table not found"
+                if not self.create:  # read-only: an empty stand-in, looked for again on the next call
+                    return lancedb.connect("memory://").create_table(name, schema=self.schema(name))
+                with self.write_lock:  # threads of this process creating it at once would conflict
+                    table = self.retry(f"create table {name}", lambda: self.create_table(name, self.schema(name)))
+            schema = table.schema
+        if set(schema.names) != set(self.schema(name).names):
+            raise StoreMismatchError(
+                f"table {name!r} in {self.uri!r} has columns {sorted(schema.names)}, expected "
+                f"{sorted(self.schema(name).names)}: it was written by another tiermem version"
+            )
+        width = getattr(schema.field("vector").type, "list_size", None) if SPECS[name].vectors else self.dimensions
+        if width != self.dimensions and not self.embedder_id.startswith(REEMBEDDING):  # reembed rewrites them
+            raise StoreMismatchError(width_mismatch(self.uri, name, width, self.dimensions))
+        self.opened[name] = table
+        self.restore_overwritten(name, table, schema)
+        return table
+
+    def create_table(self, name: str, schema: pa.Schema) -> Any:
+        """Create the table stamped with a creation of this process's own, or open it if it exists by now."""
+        try:
+            return self.db.create_table(name, schema=stamped_schema(schema), mode="create")
+        except ValueError as exc:  # "Table 'x' already exists": another process created it meanwhile
+            if "already exists" not in str(exc):
+                raise
+        return self.open(name)
+
+    def restore_overwritten(self, name: str, table: Any, schema: pa.Schema | None = None) -> None:
+        """Bring back the rows a racing create's Overwrite hid, once (see :mod:`._store_creation`); writers only.
+
+        ``schema``: the table's, if just read. A table marked settled at its stamp costs nothing more.
+        """
+        if not self.create or is_settled((schema or table.schema).field("id").metadata):
+            return
+
+        def repair() -> bool:
+            with self.write_lock, engine_errors(f"restore table {name}"):
+                pinned = self._unrefreshed().open_table(name)  # commits from its version: a later create conflicts
+                if is_settled((schema := pinned.schema).field("id").metadata):
+                    return False
+                history = self._unrefreshed().open_table(name)
+                plan = clobbered(int(pinned.version), lambda version: _stamp_at(history, version))
+                if plan is not None:
+                    log.warning("store %s: a racing create overwrote %s; restoring %s", self.uri, name, plan.sources)
+                    parts = [pa.Table.from_pylist([], schema=schema)]
+                    for version in plan.sources:
+                        history.checkout(version)
+                        if history.schema.equals(schema, check_metadata=False):  # else rewritten (an older reembed)
+                            parts.append(history.to_arrow().cast(schema))
+                    rows = pa.concat_tables(parts)
+                    rows = rows.take(pa.array(unique(rows.column("id").to_pylist(), last=False), type=pa.int64()))
+                    if rows.num_rows:
+                        pinned.merge_insert("id").use_index(False).when_not_matched_insert_all().execute(rows)
+                made = plan.made if plan else stamp_of(schema.field("id").metadata)
+                if made is None and name == LEASES:  # made before stamps: an older tiermem opens it with
+                    return False  # create_table(exist_ok=True), which refuses a schema of other metadata
+                pinned.update_field_metadata({"path": "id", "metadata": settle(made or new_creation())})
+                if plan is None:
+                    return False
+                self.drop_cached(name)
+                self.indexed.discard(name)
+                return name in SPECS and pinned.count_rows() > 0
+
+        if self.retry(f"restore table {name}", repair):
+            self.index_committed(name)
+
+    def _unrefreshed(self) -> Any:
+        """A connection whose tables stay at the version they opened at (the store's check for newer ones)."""
+        if self._pinned_db is None:
+            with engine_errors("connect"):
+                self._pinned_db = lancedb.connect(self.uri, storage_options=self._storage_options)
+        return self._pinned_db
+
+    def keyed_table(self, name: str) -> Any:
+        """The table, its ``id`` declared the primary key first (stores written before tiermem declared it).
+
+        Declaring it also removes duplicate ids such a store may hold (two writers inserting one id at once).
+        """
+        table = self.table(name)
+        if name not in self.keyed:
+            if not any(m in (table.schema.field("id").metadata or {}) for m in _PK_MARKERS):
+
+                def declare() -> None:
+                    with self.write_lock, engine_errors(f"declare the key of {name}"):
+                        table.set_unenforced_primary_key("id")
+
+                self.retry(f"declare the key of {name}", declare)
+                self.dedupe(name)
+            self.keyed.add(name)
+        return table
+
+    def dedupe(self, name: str, ids: Sequence[str] | None = None) -> int:
+        """Delete all but one row per id (of ``ids``, or all; see :func:`duplicate_losers`); returns how many."""
+
+        def commit() -> int:
+            with self.write_lock, engine_errors(f"remove duplicates from {name}"):
+                query = self.table(name).search().with_row_id(True)
+                if ids is not None:
+                    query = query.where(Where(eq={}, isin={"id": list(ids)}).sql())
+                rows = query.select(["id", "updated_at"]).limit(None).to_arrow().to_pylist()
+                losers = duplicate_losers(rows)
+                if losers:  # row ids are integers; each paired with its id, so a stale address deletes nothing
+                    pairs = (f"(id = {sql_literal(i)} AND _rowid = {r:d})" for i, r in losers)
+                    self.table(name).delete(" OR ".join(pairs))
+                    self.drop_cached(name)
+                return len(losers)
+
+        return self.retry(f"remove duplicates from {name}", commit)
+
+    def ensure_indexes(self, name: str) -> None:
+        """Full-text and scalar indexes, built once a table has rows (LanceDB needs data to index)."""
+        if name in self.indexed:
+            return
+        table = self.table(name)
+
+        def build() -> None:
+            # Under the write lock: a commit of this process's other threads landing mid-build (a bulk import
+            # writes from several) would make each attempt conflict until the retries run out.
+            with self.write_lock, engine_errors(f"index table {name}"):
+                existing = {tuple(ix.columns) for ix in table.list_indices()}
+                for key in ("user_id", "id"):  # scope filters, and fetching search winners by id
+                    if (key,) not in existing:
+                        table.create_index(key, config=BTree(), replace=True)
+                for column in ("text", "context") if SPECS[name].vectors else ():
+                    if (column,) not in existing:
+                        table.create_index(column, config=FTS(**FTS_CONFIG))
+
+        self.retry(f"index table {name}", build)
+        self.indexed.add(name)
+
+    def index_committed(self, name: str) -> None:
+        """Index a table after a write committed to it: a failure is not the write's (its rows are in).
+
+        Another process building or replacing the same index meanwhile can fail this build with an I/O
+        error (seen on S3); the index is then left to this process's next write, or to the next full-text
+        search through LanceDB, which builds it first.
+        """
+        try:
+            self.ensure_indexes(name)
+        except (StoreUnavailableError, StoreConflictError) as exc:
+            log.warning("store %s: indexing %s left for later: %s", self.uri, name, exc)
+
+
+def local_uri(uri: str) -> str:
+    """A folder path with ``~`` expanded (MCP hosts and config files pass it unexpanded); URIs as given."""
+    return uri if "://" in uri else str(Path(uri).expanduser())
+
+
+def stamped_schema(schema: pa.Schema, made: str | None = None) -> pa.Schema:
+    """``schema`` with its ``id`` field stamped with creation ``made`` (a fresh one if None)."""
+    field = schema.field("id")
+    return schema.set(schema.get_field_index("id"), field.with_metadata(stamped(field.metadata, made)))
+
+
+def _stamp_at(table: Any, version: int) -> Stamp:
+    """The creation stamped on one version of ``table`` (checked out there), GONE if cleaned up."""
+    return stamp_of(table.schema.field("id").metadata) if checked_out(table, version) else GONE
+
+
+def checked_out(table: Any, version: int) -> bool:
+    """Check ``table`` out at ``version``; False when that version was cleaned up."""
+    try:
+        table.checkout(version)
+    except ValueError as exc:
+        if "no longer exists" in str(exc):
+            return False
+        raise
+    return True

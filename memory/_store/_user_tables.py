@@ -1,0 +1,19 @@
+"""Which tables hold a user's records: the table of each tier, every table with a user's rows, and
+the tables a memory id may name."""
+
+from __future__ import annotations
+
+from .._index import TableName
+from .._records import Tier
+
+__all__ = ["MEMORY_TABLES", "TIER_TABLES", "USER_TABLES"]
+
+TIER_TABLES: dict[Tier, TableName] = {
+    "working": "working",
+    "episodic": "episodes",
+    "semantic": "facts",
+    "digest": "digests",
+    "relation": "edges",
+}
+USER_TABLES: tuple[TableName, ...] = ("working", "episodes", "facts", "digests", "edges", "turns", "aliases")
+MEMORY_TABLES: tuple[TableName, ...] = ("facts", "working", "episodes", "digests", "edges", "turns")

@@ -1,0 +1,38 @@
+"""The write side and composition root: ``system()``, capture, sessions, consolidation, imports, retries.
+
+The only folder of ``tiermem.memory`` that imports ``tiermem.pipelines`` and ``tiermem.jobs``.
+"""
+
+from __future__ import annotations
+
+from ._conversation_import import (
+    MAX_OBSERVE_WINDOW,
+    OBSERVE_WINDOW,
+    Conversation,
+    HistoryProgress,
+    HistoryReport,
+    HistoryTurn,
+)
+from ._system import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult, system
+from ._write_side import MemorySystem
+from ._write_tools import Forget, ForgetArguments, RememberArguments, write_tools
+
+__all__ = [
+    "MAX_OBSERVE_WINDOW",
+    "OBSERVE_WINDOW",
+    "CaptureResult",
+    "ConsolidationResult",
+    "Conversation",
+    "DigestResult",
+    "Forget",
+    "ForgetArguments",
+    "HistoryProgress",
+    "HistoryReport",
+    "HistoryTurn",
+    "MemorySystem",
+    "RememberArguments",
+    "RetryReport",
+    "SessionResult",
+    "system",
+    "write_tools",
+]

@@ -1,0 +1,393 @@
+"""``MemorySystem``: the write side (capture, sessions, consolidation, digests) over the read side it holds.
+
+A part of the composition root (:mod:`._system` builds it): with ``_capture``, ``_sessions`` and
+``_consolidation`` (its parts), the only modules of ``memory`` that import ``pipelines`` (and ``jobs``).
+
+Nothing lost, nothing doubled: a turn is journaled exactly once before any model work (by its
+idempotency key); when a model call fails or never validates the turn (or episode) stays pending
+with its error, and ``retry_pending()`` takes it up later, with bounded attempts per item (then it
+is parked, visible in ``stats()``, and retried when asked). Stages several processes may run hold
+a per-user lease kept in the store, and every write is an idempotent upsert.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from tiermem.pipelines import StageModel
+
+from .._blocking import Blocking, run_blocking
+from .._clock import Clock
+from .._delegation import delegate, delegate_async
+from .._embed import Embedder
+from .._errors import ConfigurationError, InvalidArgumentError
+from .._govern import EraseReport, Erasure, ForgetReport, ImportReport, Source
+from .._identity import fact_set_fingerprint
+from .._read import MemoryCapability
+from .._records import Episode, Fact, MemoryContext, Turn
+from .._results import CaptureResult, ConsolidationResult, DigestResult, SessionResult
+from .._retries import RetryPolicy
+from .._scope import checked_context
+from .._store import Leases, Store
+from .._tools import Toolset
+from .._transcripts import DEFAULT_KEEP_ROLES, keep_roles_option, normalize_messages, split_turns
+from ._background import BackgroundObserver
+from ._capture import Capture
+from ._consolidation import Consolidation
+from ._conversation_import import OBSERVE_WINDOW, Conversation, HistoryProgress, HistoryReport, import_conversations
+from ._pending import PendingRetries
+from ._sessions import Sessions, holder_id
+from ._write_tools import write_tools
+
+__all__ = ["MemorySystem"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _read(
+    method: Callable[Concatenate[MemoryCapability, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[MemorySystem, P], Coroutine[Any, Any, R]]:
+    """The system's ``method``: the capability's, same signature and docstring (delegation, not inheritance)."""
+    return delegate_async("capability", method)
+
+
+def _read_sync(method: Callable[Concatenate[MemoryCapability, P], R]) -> Callable[Concatenate[MemorySystem, P], R]:
+    """:func:`_read` for the capability's plain methods."""
+    return delegate("capability", method)
+
+
+class MemorySystem:
+    """The write side (capture, sessions, consolidation, digests) over the read side it holds.
+
+    Holds the capability (its tier repository and relations are where every write goes), the
+    stage model and the write side's parts; the read API is the capability's, delegated name by
+    name below.
+    """
+
+    def __init__(
+        self,
+        *,
+        capability: MemoryCapability,
+        stages: StageModel,
+        keep_roles: Collection[str] = DEFAULT_KEEP_ROLES,
+        retries: RetryPolicy | None = None,
+    ) -> None:
+        self.capability = capability
+        self.tiers = capability.tiers
+        self.relations = capability.relations
+        self.stages = stages
+        self.keep_roles = keep_roles_option(keep_roles)
+        self.retries = retries or RetryPolicy()
+        self.holder = holder_id()
+        self.leases = Leases(capability.store)
+        self._capture = Capture(
+            tiers=self.tiers, stages=stages, clock=capability.clock, keep_roles=self.keep_roles, retries=self.retries
+        )
+        self._sessions = Sessions(
+            tiers=self.tiers, stages=stages, clock=capability.clock, capture=self._capture, leases=self.leases,
+            holder=self.holder, retries=self.retries,
+            encode=capability.episodic.encode if capability.episodic is not None else "session",
+        )  # fmt: skip
+        self._consolidation = Consolidation(
+            capability=capability, stages=stages, clock=capability.clock, leases=self.leases, holder=self.holder,
+            retries=self.retries,
+        )  # fmt: skip
+        self._background = BackgroundObserver(self._observe_queued)
+        self._scheduler: Any = None
+        self.erasure = Erasure(capability.governance, rewrite_digest=self.digest)  # forget rewrites the digest
+        self._pending_retries = PendingRetries(
+            tiers=self.tiers, stages=stages, clock=capability.clock, capture=self._capture, sessions=self._sessions,
+            consolidation=self._consolidation, end_session=self.end_session,
+        )  # fmt: skip
+
+    # -- the read API, the capability's -----------------------------------------------------
+
+    recall = _read(MemoryCapability.recall)
+    feedback = _read(MemoryCapability.feedback)
+    format_context = _read(MemoryCapability.format_context)
+    add_alias = _read(MemoryCapability.add_alias)
+    aliases = _read(MemoryCapability.aliases)
+    working_memory = _read(MemoryCapability.working_memory)
+    add_working_memory = _read(MemoryCapability.add_working_memory)
+    add_episode = _read(MemoryCapability.add_episode)
+    recent_episodes = _read(MemoryCapability.recent_episodes)
+    facts = _read(MemoryCapability.facts)
+    add_semantic_fact = _read(MemoryCapability.add_semantic_fact)
+    remember = _read(MemoryCapability.remember)
+    set_digest = _read(MemoryCapability.set_digest)
+    latest_digest = _read(MemoryCapability.latest_digest)
+    connections = _read(MemoryCapability.connections)
+    relate = _read(MemoryCapability.relate)
+    ego_graph = _read(MemoryCapability.ego_graph)
+
+    def tools(self, ctx: MemoryContext, *, write: bool = False) -> Toolset:
+        """The capability's tools bound to ``ctx``; ``write``: also the agent's write tools (opt-in).
+
+        With ``write``, ``memory_remember`` (when the semantic tier is on) and ``memory_forget``
+        (through :meth:`forget`) write and delete the bound user's memories only.
+        """
+        bound = self.capability.tools(ctx)
+        if write is not True and write is not False:
+            raise ConfigurationError(f"write must be True or False, not {write!r}")
+        return Toolset([*bound, *write_tools(self.capability, ctx, forget=self.forget)]) if write else bound
+
+    recall_sync = _read_sync(MemoryCapability.recall_sync)
+    format_context_sync = _read_sync(MemoryCapability.format_context_sync)
+    item = _read_sync(MemoryCapability.item)
+    enabled_tiers = _read_sync(MemoryCapability.enabled_tiers)
+    get = _read(MemoryCapability.get)
+    history = _read(MemoryCapability.history)
+    subjects = _read(MemoryCapability.subjects)
+    stats = _read(MemoryCapability.stats)
+    export = _read(MemoryCapability.export)
+
+    @property
+    def store(self) -> Store:
+        return self.capability.store
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.capability.embedder
+
+    @property
+    def clock(self) -> Clock:
+        return self.capability.clock
+
+    def blocking(self) -> Blocking:
+        """A synchronous facade for scripts without asyncio: same methods, no ``await``."""
+        return Blocking(self)
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def start_jobs(self, scheduler: Any = None, **intervals: Any) -> Any:
+        """Run the scheduled jobs in this process (an APScheduler scheduler is made if none is given)."""
+        from tiermem.jobs import schedule_jobs
+
+        if self._scheduler is not None:
+            raise ConfigurationError("jobs are already running; call stop_jobs() first")
+        self._scheduler = schedule_jobs(self, scheduler, **intervals)
+        self._scheduler.start()
+        return self._scheduler
+
+    def stop_jobs(self, *, wait: bool = True) -> None:
+        """Stop the in-process jobs started by :meth:`start_jobs`."""
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=wait)
+            self._scheduler = None
+
+    async def run_worker(
+        self,
+        stop: asyncio.Event,
+        *,
+        jobstore_url: str | None = None,
+        run_now: bool = False,
+        grace: float = 30.0,
+        **intervals: Any,
+    ) -> int:
+        """Run the scheduled jobs on this event loop until ``stop`` is set; returns jobs abandoned.
+
+        Every write is one atomic LanceDB commit and every stage is idempotent, so a job abandoned
+        after ``grace`` seconds leaves nothing half-written; the next run redoes its work. Several
+        workers on one store share the work through per-user leases.
+        """
+        from tiermem.jobs import schedule_jobs, wait_for_jobs
+
+        scheduler = schedule_jobs(self, jobstore_url=jobstore_url, start_now=run_now, **intervals)
+        scheduler.start()
+        try:
+            await stop.wait()
+            scheduler.pause()  # no new runs; the ones in flight get the grace period
+            return await wait_for_jobs(grace)
+        finally:
+            scheduler.shutdown(wait=False)
+
+    def usage(self) -> dict[str, dict[str, float]]:
+        """Model usage per stage: calls, retries, failures, tokens, cost, latency."""
+        return self.stages.ledger.snapshot()
+
+    # -- capture ----------------------------------------------------------------------------
+
+    async def capture(
+        self,
+        ctx: MemoryContext,
+        messages: Sequence[Mapping[str, Any] | Any],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        at: datetime | None = None,
+        idempotency_key: str | None = None,
+        background: bool = False,
+    ) -> CaptureResult:
+        """After each turn: journal it exactly once, then observe it (one model call). Never loses the turn.
+
+        ``messages``: the turn as the model API saw it, OpenAI or litellm shapes (dicts or message
+        objects, tool calls and results included); the log keeps the roles in ``keep_roles``, and
+        an invalid message raises InvalidArgumentError naming its index before anything is written.
+        ``at``: the turn's real time (importing history): every record derived from it is dated by it.
+        ``idempotency_key``: names the turn, so a rerun returns the first result (``duplicate=True``)
+        instead of a second turn. Without one the key is derived from the messages and ``at`` (or,
+        without ``at``, a 10-minute window: the same messages twice in a row in one session within it are one turn).
+        ``background``: return once the turn is journaled (``queued=True``) and observe it in a bounded
+        in-process queue, off the agent's response path; ``flush()`` waits for the queue, ``aclose()``
+        drains it on shutdown, and a turn queued when the process dies is observed by ``retry_pending()``.
+        """
+        if not isinstance(background, bool):
+            raise InvalidArgumentError(f"background must be a bool, not {type(background).__name__}")
+        queue = self._background if background else None
+        return await self._capture.capture(
+            ctx, messages, metadata=metadata, at=at, idempotency_key=idempotency_key, background=queue
+        )
+
+    async def _observe_queued(self, ctx: MemoryContext, turn: Turn) -> CaptureResult:
+        # Not under the session's lock: the next capture journals while this turn's model call runs.
+        return await self._capture.observe(ctx, turn)
+
+    async def flush(self) -> None:
+        """Wait until every turn captured with ``background=True`` is observed (or deferred with its error)."""
+        await self._background.drain()
+
+    async def aclose(self) -> None:
+        """Drain the background queue and stop its tasks (call on shutdown; ``async with`` does it)."""
+        await self._background.close()
+
+    async def __aenter__(self) -> MemorySystem:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def import_conversations(
+        self,
+        ctx: MemoryContext,
+        conversations: Iterable[Conversation | Mapping[str, Any]],
+        *,
+        concurrency: int = 8,
+        on_progress: Callable[[HistoryProgress], None] | None = None,
+        consolidate: bool = True,
+        observe_window: int = OBSERVE_WINDOW,
+    ) -> HistoryReport:
+        """Feed a user's past conversations through the pipeline with their real dates; resumable.
+
+        ``conversations``: ``{"session_id": ..., "turns": [{"at": datetime or ISO string, "messages": [...]}]}``
+        each (checked whole before anything is written). Sessions are journaled and observed in bulk,
+        ``concurrency`` at a time with at most ``concurrency`` observer calls in flight; each is ended,
+        the user's episodes consolidated as they come, then the user is digested. Run it again after a
+        crash: turns already journaled are skipped.
+
+        ``observe_window``: consecutive turns of one session per observer call (1 to 32, default 8; as many
+        as fit the model's input, a turn too large for one call observed alone, in parts). Each observation
+        names its turn, and its entry is numbered, dated and attributed as if that turn had been observed
+        alone; 1 is one call per turn, as ``capture``. A window whose answer does not validate after its
+        retries is observed turn by turn. Raises InvalidArgumentError, before writing, for another value.
+        """
+        return await import_conversations(
+            self, self._capture, ctx, conversations, concurrency=concurrency, on_progress=on_progress,
+            consolidate=consolidate, observe_window=observe_window,
+        )  # fmt: skip
+
+    async def capture_from_items(
+        self, ctx: MemoryContext, items: Sequence[Mapping[str, Any] | Sequence[Mapping[str, Any]]]
+    ) -> list[CaptureResult]:
+        """A batch: each list is one turn; loose messages start a new turn at every user message.
+
+        The whole batch is validated before the first turn is journaled.
+        """
+        checked = [normalize_messages(turn, keep_roles=self.keep_roles) for turn in split_turns(items)]
+        return [await self.capture(ctx, turn) for turn in checked]
+
+    # -- sessions, consolidation, digest ----------------------------------------------------
+
+    async def end_session(self, ctx: MemoryContext, session_id: str | None = None) -> SessionResult:
+        """Encode the session's observed turns as an episode (by default no model call: a provisional episode
+        whose summary the consolidation call writes; one call with ``episodic={"encode": "session"}``) and close
+        its working memory.
+
+        Idempotent: a rerun after a crash finishes what it left. ``busy`` when another process is ending it.
+        """
+        checked_context(ctx)
+        sid = session_id or ctx.session_id
+        if sid is None:
+            raise InvalidArgumentError("end_session needs a session_id")
+        return await self._sessions.end(ctx, sid)
+
+    async def end_sessions(self, ctx: MemoryContext, session_ids: Sequence[str]) -> list[SessionResult]:
+        """``end_session`` for several sessions of ``ctx``'s user at once, in the order given: the same results,
+        in a few store round trips (one read of their turns, episodes and entries; one write of their episodes,
+        one of their closed entries). ``import_conversations`` ends its sessions this way, by groups."""
+        checked_context(ctx)
+        if isinstance(session_ids, str) or not all(isinstance(s, str) and s for s in session_ids):
+            raise InvalidArgumentError("session_ids must be a list of non-empty strings")
+        return await self._sessions.end_many(ctx, list(session_ids))
+
+    async def consolidate(
+        self, ctx: MemoryContext, *, batch_size: int = 4, limit: int | None = None
+    ) -> ConsolidationResult:
+        """Turn the user's pending episodes into facts (and edges), one model call per batch.
+
+        ``limit``: at most this many episodes, the earliest sessions first; the rest stay pending.
+        ``busy`` (nothing done) when another process holds this user's consolidation lease.
+        """
+        checked_context(ctx)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError(f"batch_size must be an int >= 1, not {batch_size!r}")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise InvalidArgumentError(f"limit must be None or an int >= 1, not {limit!r}")
+        return await self._consolidation.consolidate(ctx, batch_size=batch_size, limit=limit)
+
+    def fact_fingerprint(self, facts: Sequence[Fact]) -> str:
+        return fact_set_fingerprint(facts)
+
+    async def digest(self, ctx: MemoryContext) -> DigestResult:
+        """Write the user's narrative digest from their active facts and current edges (one model call).
+
+        Superseded facts and closed edges are not shown to the model: the digest states what holds now.
+        """
+        checked_context(ctx)
+        return await self._consolidation.digest(ctx)
+
+    # -- retries ----------------------------------------------------------------------------
+
+    retry_pending = delegate_async("_pending_retries", PendingRetries.retry_pending)  # memory/_write/_pending.py
+
+    # -- correct, forget, erase, import (memory/_govern/_governance.py, _erasure.py, _portability.py) -
+
+    async def update(self, ctx: MemoryContext, id: str, *, text: str | None = None, subject: str | None = None) -> Fact:
+        """Correct a fact: the new version supersedes it; the old one keeps its text and validity as history.
+
+        Edges the old version alone supported close unless the new one still names both endpoints.
+        """
+        fact = await self.capability.governance.update(ctx, id, text=text, subject=subject)
+        await run_blocking(self.relations.close_unsupported_edges, checked_context(ctx))
+        return fact
+
+    async def pin(self, ctx: MemoryContext, id: str) -> Fact | Episode:
+        """Pin a fact or episode: it never decays, expires, is archived or compacted away."""
+        return await self.capability.governance.pin(ctx, id)
+
+    async def unpin(self, ctx: MemoryContext, id: str) -> Fact | Episode:
+        """Undo :meth:`pin`: the memory decays again from its last reinforcement."""
+        return await self.capability.governance.unpin(ctx, id)
+
+    async def forget(self, ctx: MemoryContext, id: str, *, include_turns: bool = False) -> ForgetReport:
+        """Delete one memory (with its older versions) and what was derived only from it; rewrite the digest."""
+        return await self.erasure.forget(ctx, id, include_turns=include_turns)
+
+    async def erase_user(self, ctx: MemoryContext) -> EraseReport:
+        """Delete every row of the user in every table and purge old versions: the bytes leave the disk.
+
+        Needs the store to itself while it runs: another process on an older table version fails.
+        """
+        return await self.erasure.erase_user(ctx)
+
+    async def import_(self, ctx: MemoryContext, source: Source) -> ImportReport:
+        """Read an export into ``ctx``'s user, re-embedded and re-keyed; importing twice changes nothing."""
+        return await self.capability.portability.import_(ctx, source)
+
+    async def fork(self, src: MemoryContext, dst: MemoryContext) -> ImportReport:
+        """Copy a user's memory to a new user or namespace; writing to one never changes the other."""
+        return await self.capability.portability.fork(src, dst)
+
+    list = _read(MemoryCapability.list)  # last in the class: below it, ``list`` would name this method
