@@ -22,6 +22,7 @@ __all__ = [
     "MemoryItem",
     "Message",
     "RankedMemoryItem",
+    "StoredRecord",
     "Tier",
     "Turn",
     "WorkingEntry",
@@ -397,3 +398,7 @@ class RankedMemoryItem(MemoryItem):
 
     score: float = Field(description="Final ranking score (higher is better).")
     relevance: float = Field(default=0.0, description="Relevance to the cue alone, 0..1.")
+
+
+StoredRecord = WorkingEntry | Episode | Fact | Digest | Edge | Turn | Alias
+"""A record some store table holds (one type per table): what reading a table not known until run time gives."""

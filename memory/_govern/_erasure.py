@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._records import Alias, Digest, Edge, Fact, MemoryContext
-from .._store import MEMORY_TABLES, USER_TABLES, TableName, Where
+from .._store import MEMORY_TABLES, USER_TABLES, TableName, TierTable, Where
 from .._tiers import checked_context, scope
 from ._governance import Governance, Record
 
@@ -107,7 +107,8 @@ class Erasure:
                     gone["edges"].add(edge.id)
         # Observations, episodes and edges whose every source is removed were derived only from it.
         removed: set[str] = set().union(*gone.values())
-        for derived in ("working", "episodes", "edges"):
+        derived_tables: tuple[TierTable, ...] = ("working", "episodes", "edges")
+        for derived in derived_tables:
             for r in self.store.query(derived, where):
                 if r.provenance and not _drop(r.provenance, removed) and r.id not in gone[derived]:
                     gone[derived].add(r.id)
@@ -146,8 +147,9 @@ class Erasure:
         removed: set[str] = set().union(*gone.values())
         where = Where(eq=scope(ctx))
         cleaned = 0
-        for table in ("facts", "working", "episodes", "edges", "digests"):
-            dirty = []
+        tier_tables: tuple[TierTable, ...] = ("facts", "working", "episodes", "edges", "digests")
+        for table in tier_tables:
+            dirty: list[Record] = []
             for r in self.store.query(table, where):
                 meta = _without(r.metadata, removed)
                 support: tuple[str, ...] = getattr(r, "support", ())
@@ -160,9 +162,9 @@ class Erasure:
             self.governance.put(table, dirty)
             cleaned += len(dirty)
         order: tuple[TableName, ...] = ("digests", "edges", "working", "episodes", "turns", "aliases", "facts")
-        for table in order:
-            if gone[table]:
-                self.store.delete(table, Where(eq=scope(ctx), isin={"id": sorted(gone[table])}))
+        for name in order:
+            if gone[name]:
+                self.store.delete(name, Where(eq=scope(ctx), isin={"id": sorted(gone[name])}))
         return cleaned
 
     async def erase_user(self, ctx: MemoryContext) -> EraseReport:

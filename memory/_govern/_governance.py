@@ -24,7 +24,7 @@ from .._identity import fact_id
 from .._options import SemanticOptions, WorkingOptions
 from .._paging import checked_id, checked_strings, decode_cursor, encode_cursor
 from .._records import Digest, Edge, Episode, Fact, MemoryContext, MemoryItem, Tier, Turn, WorkingEntry
-from .._store import MEMORY_TABLES, TIER_TABLES, Store, TableName, Where
+from .._store import MEMORY_TABLES, TIER_TABLES, Store, TableName, TierTable, Where
 from .._subjects import canonical_subject
 from .._tiers import Lineage, checked_context, checked_where, embedded_text, scope, to_memory_item
 from ._views import MemoryPage, MemoryStats, MemoryVersion
@@ -182,12 +182,12 @@ class Governance:
         tables = [table for t, table in TIER_TABLES.items() if t in tiers]
         allowed = self.lineage.matching(ctx, matcher, tables) if matcher is not None else None
         canon = canonical_subject(subject, aliases=self._aliases(ctx)) if subject is not None else None
-        keys: list[tuple[datetime, str, TableName]] = []
+        keys: list[tuple[datetime, str, TierTable]] = []
         for table in (table for t, table in TIER_TABLES.items() if t in tiers):
             eq = scope(ctx)
             isin = {"status": statuses} if statuses is not None else None
             if canon is not None and table in ("episodes", "edges"):  # about several subjects: filter records
-                about: list[Episode | Edge] = self.store.query(table, Where(eq=eq, isin=isin))
+                about = self.store.query(table, Where(eq=eq, isin=isin))
                 keys += [(r.created_at, r.id, table) for r in about if canon in _about(r)]
                 continue
             if canon is not None:
@@ -199,7 +199,7 @@ class Governance:
         if after is not None:
             keys = [k for k in keys if (k[0], k[1]) > after]
         page, more = keys[:limit], len(keys) > limit
-        by_table: dict[TableName, list[str]] = {}
+        by_table: dict[TierTable, list[str]] = {}
         for _, rid, table in page:
             by_table.setdefault(table, []).append(rid)
         records: dict[str, Record] = {}

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from .._filters import Where
+from .._records import StoredRecord
 from ._lexical import query_terms
 from ._rows import Hit
 from ._vectors import VectorBlock, top_k
@@ -31,7 +31,7 @@ class Pool:
     (0 when only the vector search found it).
     """
 
-    records: list[Any]
+    records: list[StoredRecord]
     vectors: np.ndarray
     lexical: np.ndarray
 
@@ -85,13 +85,13 @@ class CachedSearches:
 
 def cached_searches(
     block: VectorBlock,
-    parse: Callable[[str], Any],
+    parse: Callable[[str], StoredRecord],
     where: Where,
     text: str,
     vector: np.ndarray | None,
     *,
     limit: int,
-    parsed: Mapping[str, Any] | None = None,
+    parsed: Mapping[str, StoredRecord] | None = None,
 ) -> CachedSearches:
     """What ``Store.text_search`` and ``Store.vector_search`` return from ``block`` (its words built), on one mask.
 

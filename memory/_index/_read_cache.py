@@ -16,9 +16,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from .._filters import Where
+from .._records import StoredRecord
 
 __all__ = ["ENTRIES", "RECORDS", "ROWS", "ReadCache"]
 
@@ -26,7 +26,7 @@ ROWS = 256  # the most rows a held result may have: a session's, not a user's wh
 RECORDS = 16_384  # the most records held in all (turns of a few KB each)
 ENTRIES = 1_024  # the most results held (empty ones hold no record but cost a filter each)
 
-_Key = tuple[str, tuple[Any, ...]]
+_Key = tuple[str, tuple[object, ...]]
 
 
 def _key(name: str, where: Where) -> _Key:
@@ -36,7 +36,7 @@ def _key(name: str, where: Where) -> _Key:
 class _Held:
     __slots__ = ("records", "scope", "version", "where")
 
-    def __init__(self, where: Where, version: int, records: dict[str, Any]) -> None:
+    def __init__(self, where: Where, version: int, records: dict[str, StoredRecord]) -> None:
         self.where, self.version, self.records = where, version, records
         self.scope = (where.eq.get("namespace"), where.eq.get("user_id"))  # None: any
 
@@ -49,7 +49,7 @@ class ReadCache:
         self._records = 0  # held in all (a record in two results counts twice)
         self._lock = threading.Lock()
 
-    def get(self, name: str, where: Where, version: int) -> list[Any] | None:
+    def get(self, name: str, where: Where, version: int) -> list[StoredRecord] | None:
         """The records ``where`` selected at ``version``, if held (in no defined order)."""
         key = _key(name, where)
         with self._lock:
@@ -59,7 +59,7 @@ class ReadCache:
             self._held.move_to_end(key)
             return list(held.records.values())
 
-    def put(self, name: str, where: Where, version: int, records: Sequence[Any]) -> None:
+    def put(self, name: str, where: Where, version: int, records: Sequence[StoredRecord]) -> None:
         """Hold what a read returned; ``version`` read before it, so a commit in between makes it stale."""
         if len(records) > ROWS:
             return
@@ -75,13 +75,15 @@ class ReadCache:
         if held is not None:
             self._records -= len(held.records)
 
-    def wrote(self, name: str, *, before: int, after: int, rows: Sequence[tuple[Mapping[str, Any], Any]]) -> None:
+    def wrote(
+        self, name: str, *, before: int, after: int, rows: Sequence[tuple[Mapping[str, object], StoredRecord]]
+    ) -> None:
         """After this process's one commit moved ``name`` from ``before`` to ``after``, writing ``rows``
         (each a table row and its record): results read at ``before`` take the rows and move to ``after``;
         the others were already stale and go."""
         # A write touches the results of its rows' users (and any a row's id is in): a bulk write
         # of one user is not tested against every other user's held results.
-        by_scope: dict[tuple[Any, Any], list[tuple[Mapping[str, Any], Any]]] = {}
+        by_scope: dict[tuple[object, object], list[tuple[Mapping[str, object], StoredRecord]]] = {}
         for row, record in rows:
             by_scope.setdefault((row.get("namespace"), row.get("user_id")), []).append((row, record))
         ids = {record.id for _, record in rows}

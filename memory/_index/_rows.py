@@ -8,36 +8,49 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel
 
-from .._records import Alias, Digest, Edge, Episode, Fact, Turn, WorkingEntry
+from .._records import Alias, Digest, Edge, Episode, Fact, StoredRecord, Turn, WorkingEntry
 from ._vectors import COLUMNS
 
-__all__ = ["SPECS", "Hit", "TableName", "duplicate_losers", "per_user", "records_in", "row", "search_context", "unique"]
+__all__ = [
+    "SPECS",
+    "EngineRow",
+    "Hit",
+    "StoredRecord",
+    "TableName",
+    "duplicate_losers",
+    "per_user",
+    "records_in",
+    "row",
+    "search_context",
+    "unique",
+]
 
 TableName = Literal["working", "episodes", "facts", "digests", "edges", "turns", "aliases"]
-R = TypeVar("R", bound=BaseModel)
+EngineRow = dict[str, Any]
+"""A table row, as LanceDB takes and gives it (``to_list``): columns by name, their types the engine's schema's."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class Hit:
     """A search result: the record, the engine's score and the stored vector."""
 
-    record: Any
+    record: StoredRecord
     score: float
     vector: np.ndarray
 
 
 @dataclass(frozen=True, kw_only=True)
-class Spec(Generic[R]):
-    model: type[R]
+class Spec:
+    model: type[StoredRecord]
     vectors: bool
 
 
-SPECS: dict[str, Spec[Any]] = {
+SPECS: dict[str, Spec] = {
     "working": Spec(model=WorkingEntry, vectors=True),
     "episodes": Spec(model=Episode, vectors=True),
     "facts": Spec(model=Fact, vectors=True),
@@ -61,13 +74,12 @@ def search_context(record: BaseModel) -> str:
     return f"{getattr(record, 'context', '')} {keys}".strip()
 
 
-def row(record: BaseModel, vector: np.ndarray | None) -> dict[str, Any]:
+def row(record: StoredRecord, vector: np.ndarray | None) -> EngineRow:
     """The row of one record: its filterable columns, its text for search, the record as JSON, its vector."""
-    rec: Any = record  # every stored record has id, scope and created_at; the rest is per type
-    out: dict[str, Any] = {
-        "id": rec.id,
-        "namespace": rec.namespace,
-        "user_id": rec.user_id,
+    out: EngineRow = {
+        "id": record.id,
+        "namespace": record.namespace,
+        "user_id": record.user_id,
         "session_id": getattr(record, "session_id", None),
         "subject": getattr(record, "subject", None) or getattr(record, "source", None),
         "status": getattr(record, "status", None) or "active",
@@ -75,8 +87,8 @@ def row(record: BaseModel, vector: np.ndarray | None) -> dict[str, Any]:
         # Full-text search reads both columns: a turn is also found by the turn it replies to,
         # a memory by its retrieval keys.
         "context": f"{search_context(record)} {searchable_text(record)}".strip(),
-        "created_at": rec.created_at,
-        "updated_at": getattr(record, "updated_at", None) or rec.created_at,
+        "created_at": record.created_at,
+        "updated_at": getattr(record, "updated_at", None) or record.created_at,
         "record": record.model_dump_json(),
     }
     if vector is not None:
@@ -84,7 +96,7 @@ def row(record: BaseModel, vector: np.ndarray | None) -> dict[str, Any]:
     return out
 
 
-def records_in(name: str, rows: list[dict[str, Any]]) -> list[Any]:
+def records_in(name: str, rows: Sequence[EngineRow]) -> list[StoredRecord]:
     """The records that rows of table ``name`` hold (their ``record`` column, parsed): :func:`row` undone."""
     model = SPECS[name].model
     return [model.model_validate_json(r["record"]) for r in rows]
@@ -100,7 +112,7 @@ def unique(ids: Sequence[str], *, last: bool) -> list[int]:
 
 
 def per_user(
-    rows: Sequence[dict[str, Any]], vectors: np.ndarray
+    rows: Sequence[EngineRow], vectors: np.ndarray
 ) -> dict[tuple[str, str], tuple[dict[str, list[str | None]], np.ndarray]]:
     """Written rows grouped by user, in the shape the vector cache applies."""
     grouped: dict[tuple[str, str], list[int]] = {}
@@ -112,13 +124,13 @@ def per_user(
     }
 
 
-def duplicate_losers(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int]]:
+def duplicate_losers(rows: Sequence[EngineRow]) -> list[tuple[str, int]]:
     """``(id, _rowid)`` of every row but one per id: the most recently updated stays, then the first stored.
 
     Every process decides alike from the same rows, so two cleaning at once never delete both copies.
     """
 
-    def rank(r: dict[str, Any]) -> tuple[bool, datetime | None, int]:
+    def rank(r: EngineRow) -> tuple[bool, datetime | None, int]:
         return (r["updated_at"] is not None, r["updated_at"], -int(r["_rowid"]))
 
     best: dict[str, int] = {}

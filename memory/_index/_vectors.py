@@ -17,11 +17,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 
 from .._filters import filter_key
+from .._records import StoredRecord
 from ._lexical import FIELDS, LexicalIndex
 from ._products import similarities
 
@@ -59,9 +59,9 @@ class VectorBlock:
     # Set when the BM25 index would not fit the cache's budget: full-text search goes to the engine.
     lexical_refused: bool = field(default=False)
     # id -> parsed record. Records are frozen models, so one object can serve every search.
-    parsed: OrderedDict[str, Any] = field(default_factory=OrderedDict)
+    parsed: OrderedDict[str, StoredRecord] = field(default_factory=OrderedDict)
     # filters -> rows passing them, read-only (see mask). A block's rows never change: a write makes a new block.
-    masks: dict[tuple[Any, ...], np.ndarray] = field(default_factory=dict, repr=False)
+    masks: dict[tuple[object, ...], np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def nbytes(self) -> int:
@@ -75,17 +75,19 @@ class VectorBlock:
         sizes = [len(r) for r in self.columns["record"]]
         return _PARSED_FACTOR * sum(sorted(sizes, reverse=True)[:_PARSED])
 
-    def record(self, row: int, parse: Callable[[str], Any], known: Mapping[str, Any] | None = None) -> Any:
+    def record(
+        self, row: int, parse: Callable[[str], StoredRecord], known: Mapping[str, StoredRecord] | None = None
+    ) -> StoredRecord:
         """The record of ``row``: from ``known`` (by id, parsed elsewhere at this block's version), else parsed on
         first use and kept."""
         return self.records([row], parse, known)[0]
 
     def records(
-        self, rows: Sequence[int], parse: Callable[[str], Any], known: Mapping[str, Any] | None = None
-    ) -> list[Any]:
+        self, rows: Sequence[int], parse: Callable[[str], StoredRecord], known: Mapping[str, StoredRecord] | None = None
+    ) -> list[StoredRecord]:
         """The records of ``rows``, in order (see :meth:`record`)."""
         keys: list[str] = self.columns["id"][list(rows)].tolist()
-        found: list[Any] = []
+        found: list[StoredRecord] = []
         for row, key in zip(rows, keys, strict=True):
             if known is not None and (given := known.get(key)) is not None:
                 found.append(given)

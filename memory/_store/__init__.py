@@ -10,7 +10,7 @@ from ._meta import REEMBEDDING, SCHEMA_VERSION
 from ._meta_table import stored_meta
 from ._recorded import resolve_options
 from ._store import Store, TableName, Where
-from ._user_tables import MEMORY_TABLES, TIER_TABLES, USER_TABLES
+from ._user_tables import MEMORY_TABLES, TIER_TABLES, USER_TABLES, TierTable
 
 __all__ = [
     "MEMORY_TABLES",
@@ -22,6 +22,7 @@ __all__ = [
     "Leases",
     "Store",
     "TableName",
+    "TierTable",
     "Where",
     "resolve_options",
     "stored_meta",

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from .._filters import Where, checked_column
 from .._index import TableName, records_in
+from .._records import StoredRecord
 from ._engine_errors import engine_errors
 from ._tables import Tables
 from ._versions import Versions
@@ -27,7 +27,9 @@ class Reads:
         self._tables = tables
         self._versions = versions
 
-    def query(self, name: TableName, where: Where, *, limit: int | None = None, cached: bool = False) -> list[Any]:
+    def query(
+        self, name: TableName, where: Where, *, limit: int | None = None, cached: bool = False
+    ) -> list[StoredRecord]:
         if cached and limit is None:
             version = self._versions.version(name)  # before the read: a commit in between makes it stale
             held = self._tables.held.get(name, where, version)
@@ -41,7 +43,7 @@ class Reads:
             rows = (q.limit(limit) if limit else q.limit(None)).to_list()
         return records_in(name, rows)
 
-    def get(self, name: TableName, where: Where, ids: Sequence[str]) -> list[Any]:
+    def get(self, name: TableName, where: Where, ids: Sequence[str]) -> list[StoredRecord]:
         if not ids:
             return []
         scoped = Where(eq=where.eq, isin={**(where.isin or {}), "id": list(ids)})

@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pydantic import BaseModel
 
 from .._errors import ConfigurationError, StoreNotFoundError
 from .._filters import MAX_FILTER_VALUE, Where, sql_literal
 from .._index import CachedSearches, Hit, TableName, VectorCache
+from .._records import StoredRecord
 from ._commits import CommitRetry
 from ._lease_table import LeaseTable
 from ._maintenance import Maintenance
@@ -39,6 +39,7 @@ from ._meta_table import MetaTable, stored_meta
 from ._reads import Reads
 from ._search import Searches
 from ._tables import Tables, local_uri
+from ._typed_reads import TypedReads
 from ._versions import Versions
 from ._writes import Writes
 
@@ -59,7 +60,7 @@ __all__ = [
 _COMMIT_RETRY = CommitRetry()
 
 
-class Store:
+class Store(TypedReads):
     """Typed records in and out of one LanceDB database.
 
     This process sees its own writes at once and other processes' commits within
@@ -176,15 +177,15 @@ class Store:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def upsert(self, name: TableName, records: Sequence[BaseModel], vectors: np.ndarray | None = None) -> None:
+    def upsert(self, name: TableName, records: Sequence[StoredRecord], vectors: np.ndarray | None = None) -> None:
         """Insert or replace records by id, in one batch (of one id given twice, the last wins)."""
         self._writes.write(name, records, vectors, mode="upsert")
 
-    def insert(self, name: TableName, records: Sequence[BaseModel], vectors: np.ndarray | None = None) -> None:
+    def insert(self, name: TableName, records: Sequence[StoredRecord], vectors: np.ndarray | None = None) -> None:
         """Append records whose ids are new by construction (about 3x cheaper than an upsert)."""
         self._writes.write(name, records, vectors, mode="append")
 
-    def insert_absent(self, name: TableName, records: Sequence[BaseModel], vectors: np.ndarray | None = None) -> int:
+    def insert_absent(self, name: TableName, records: Sequence[StoredRecord], vectors: np.ndarray | None = None) -> int:
         """Insert the records whose id is not in the table yet; returns how many were inserted.
 
         Rows already there are left untouched. Atomic across processes: of several inserting one new
@@ -200,15 +201,7 @@ class Store:
         """Delete all but one row per id (of ``ids``, or all; see :func:`duplicate_losers`); returns how many."""
         return self._tables.dedupe(name, ids)
 
-    # -- reads ------------------------------------------------------------------------------
-
-    def query(self, name: TableName, where: Where, *, limit: int | None = None, cached: bool = False) -> list[Any]:
-        """Records matching ``where`` (no order guaranteed).
-
-        ``cached``: a small result (a session's rows) may be served from, and kept in, this process's
-        memory, valid while the table is at the version it was read at (:mod:`._read_cache`).
-        """
-        return self._reads.query(name, where, limit=limit, cached=cached)
+    # -- reads (query and get, typed per table: TypedReads) ---------------------------------
 
     def column_values(self, name: TableName, where: Where, column: str) -> list[str]:
         """Distinct values of one filterable column (e.g. the subjects a user has), without parsing records."""
@@ -221,9 +214,6 @@ class Store:
     def last_activity(self, name: TableName, where: Where | None = None) -> dict[tuple[str, str, str], datetime]:
         """Latest ``updated_at`` per (namespace, user_id, session_id): how jobs find idle sessions."""
         return self._reads.last_activity(name, where)
-
-    def get(self, name: TableName, where: Where, ids: Sequence[str]) -> list[Any]:
-        return self._reads.get(name, where, ids)
 
     def count(self, name: TableName, where: Where | None = None) -> int:
         return self._reads.count(name, where)

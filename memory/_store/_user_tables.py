@@ -3,12 +3,16 @@ the tables a memory id may name."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from .._index import TableName
 from .._records import Tier
 
-__all__ = ["MEMORY_TABLES", "TIER_TABLES", "USER_TABLES"]
+__all__ = ["MEMORY_TABLES", "TIER_TABLES", "USER_TABLES", "TierTable"]
 
-TIER_TABLES: dict[Tier, TableName] = {
+TierTable = Literal["working", "episodes", "facts", "digests", "edges"]
+"""A table of one tier's records (a read of one is typed as that tier's records, never turns or aliases)."""
+TIER_TABLES: dict[Tier, TierTable] = {
     "working": "working",
     "episodic": "episodes",
     "semantic": "facts",

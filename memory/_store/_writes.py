@@ -8,15 +8,15 @@ Each commit is retried when it loses a race (:mod:`._commits`), writes the cache
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, cast
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
-from pydantic import BaseModel
 
 from .._errors import InvalidArgumentError, StoreMismatchError
 from .._filters import Where
 from .._index import SPECS, TableName, per_user, row, unique
+from .._records import StoredRecord
 from ._engine_errors import engine_errors
 from ._maintenance import Maintenance
 from ._tables import Tables
@@ -34,7 +34,7 @@ class Writes:
     def write(
         self,
         name: TableName,
-        records: Sequence[BaseModel],
+        records: Sequence[StoredRecord],
         vectors: np.ndarray | None,
         *,
         mode: Literal["append", "upsert", "absent"],
@@ -53,7 +53,7 @@ class Writes:
         for record in records:
             if not isinstance(record, spec.model):
                 raise InvalidArgumentError(f"table {name} holds {spec.model.__name__}, not {type(record).__name__}")
-        keep = unique([cast(Any, r).id for r in records], last=mode != "absent")
+        keep = unique([r.id for r in records], last=mode != "absent")
         vectors = None if vectors is None else np.asarray(vectors)[keep]
         kept = [records[i] for i in keep]
         rows = [row(record, None if vectors is None else vectors[n]) for n, record in enumerate(kept)]

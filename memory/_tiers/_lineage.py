@@ -154,7 +154,7 @@ class Lineage:
         self._matches: OrderedDict[tuple[Any, ...], dict[str, frozenset[str]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _cached(self, table: TableName, ctx: MemoryContext, load: Callable[[list[Any]], Any]) -> Any:
+    def _cached(self, table: TableName, ctx: MemoryContext, load: Callable[[Sequence[Any]], Any]) -> Any:
         key = (table, load.__name__, ctx.namespace, ctx.user_id)
         version = self.store.version(table)
         with self._lock:
@@ -282,7 +282,7 @@ class Lineage:
         }
 
 
-def _index_rows(records: list[Any]) -> dict[str, _Row]:
+def _index_rows(records: Sequence[Any]) -> dict[str, _Row]:
     return {
         r.id: _Row(
             metadata=r.metadata,
@@ -301,7 +301,7 @@ def _current(fact: Fact, facts: Mapping[str, Fact]) -> tuple[str, ...]:
     return (fact.id,) if fact.status == "active" and len(seen) > 1 else ()
 
 
-def _index_facts(records: list[Fact]) -> _Facts:
+def _index_facts(records: Sequence[Fact]) -> _Facts:
     facts = {f.id: f for f in records}
     citing: dict[str, list[Fact]] = {}
     for f in records:

@@ -209,7 +209,8 @@ class Tiers:
     ) -> list[Fact]:
         """The active facts of ``subjects`` nearest to ``vector``."""
         where = Where(eq=scope(ctx), isin={"status": ["active"], "subject": list(subjects)})
-        return [hit.record for hit in self.store.vector_search("facts", vector, where, limit=limit)]
+        hits = self.store.vector_search("facts", vector, where, limit=limit)
+        return [hit.record for hit in hits if isinstance(hit.record, Fact)]  # all of them: the table holds facts
 
     def put_facts(self, facts: Sequence[Fact]) -> None:
         self.write("facts", facts)
