@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._records import Alias, Digest, Edge, Fact, MemoryContext
+from .._records import Alias, Edge, Fact, MemoryContext
 from .._store import MEMORY_TABLES, USER_TABLES, TableName, TierTable, Where
 from .._tiers import checked_context, scope
 from ._governance import Governance, Record
@@ -112,7 +112,7 @@ class Erasure:
             for r in self.store.query(derived, where):
                 if r.provenance and not _drop(r.provenance, removed) and r.id not in gone[derived]:
                     gone[derived].add(r.id)
-        digest: list[Digest] = self.store.query("digests", where)
+        digest = self.store.query("digests", where)
         removed = set().union(*gone.values())
         rewrite = any(set(d.provenance) & removed for d in digest) and not gone["digests"]
         if rewrite:

@@ -327,7 +327,7 @@ class Governance:
             return old
         now = self.clock.now()
         provenance = (old.id, *old.provenance)
-        current: list[Fact] = self.store.get("facts", Where(eq=scope(ctx)), [new_id])
+        current = self.store.get("facts", Where(eq=scope(ctx)), [new_id])
         if current and current[0].status == "active":  # the correction is a fact we hold already
             new = current[0].model_copy(
                 update={

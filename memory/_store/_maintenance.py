@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from .._errors import StoreConflictError, StoreMismatchError
 from .._index import SPECS, TableName, records_in, row
+from .._records import StoredRecord
 from ._creation import stamp_of
 from ._engine_errors import engine_errors
 from ._meta import REEMBEDDING
@@ -123,7 +124,7 @@ class Maintenance:
         tables.retry(f"purge {name}", rewrite)
 
     def reembed(
-        self, embedder_id: str, dimensions: int, vectors: Callable[[str, list[Any]], np.ndarray]
+        self, embedder_id: str, dimensions: int, vectors: Callable[[str, list[StoredRecord]], np.ndarray]
     ) -> dict[str, int]:
         tables = self._tables
         marker = REEMBEDDING + embedder_id

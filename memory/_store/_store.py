@@ -152,7 +152,7 @@ class Store(TypedReads):
         return self.meta().get(key, value)
 
     def reembed(
-        self, embedder_id: str, dimensions: int, vectors: Callable[[str, list[Any]], np.ndarray]
+        self, embedder_id: str, dimensions: int, vectors: Callable[[str, list[StoredRecord]], np.ndarray]
     ) -> dict[str, int]:
         """Rewrite every table's vectors with ``vectors(table, records)`` and record the new embedder.
 

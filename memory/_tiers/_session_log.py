@@ -100,7 +100,7 @@ class SessionLog:
         store = self.tiers.store
         where = Where(eq={**scope(ctx), "session_id": session_id})
         # Capture reads its session before and after journaling: a session's turns are a small, hot read.
-        turns: list[Turn] = store.query("turns", where, cached=True) if ids is None else store.get("turns", where, ids)
+        turns = store.query("turns", where, cached=True) if ids is None else store.get("turns", where, ids)
         return sorted(turns, key=lambda t: (t.seq, t.created_at, t.id))
 
     def sessions_turns(self, ctx: MemoryContext, session_ids: Sequence[str]) -> dict[str, list[Turn]]:
@@ -115,5 +115,5 @@ class SessionLog:
         """Turns the observer has not done yet: this user's, or every user's without ``ctx``."""
         statuses = ["pending", "failed"] if include_parked else ["pending"]
         where = Where(eq=scope(ctx) if ctx else {}, isin={"status": statuses})
-        turns: list[Turn] = self.tiers.store.query("turns", where)
+        turns = self.tiers.store.query("turns", where)
         return sorted(turns, key=lambda t: (t.namespace, t.user_id, t.session_id, t.seq))

@@ -172,21 +172,19 @@ class Tiers:
         self.write("episodes", episodes)
 
     def episode(self, ctx: MemoryContext, episode_id: str) -> Episode | None:
-        found: list[Episode] = self.store.get("episodes", Where(eq=scope(ctx)), [episode_id])
+        found = self.store.get("episodes", Where(eq=scope(ctx)), [episode_id])
         return found[0] if found else None
 
     def episodes(self, ctx: MemoryContext, *, statuses: Sequence[str] | None = None) -> list[Episode]:
         """This user's episodes, latest first (only ``statuses`` when given)."""
         where = Where(eq=scope(ctx), isin={"status": list(statuses)} if statuses else None)
-        episodes: list[Episode] = self.store.query("episodes", where)
+        episodes = self.store.query("episodes", where)
         return sorted(episodes, key=lambda e: (e.ended_at, e.id), reverse=True)
 
     def unfinished_episodes(self, ctx: MemoryContext | None = None, *, include_parked: bool = False) -> list[Episode]:
         """Episodes whose encoding failed or that wait for consolidation (every user's without ``ctx``)."""
         statuses = ["failed", "pending", "parked"] if include_parked else ["failed", "pending"]
-        episodes: list[Episode] = self.store.query(
-            "episodes", Where(eq=scope(ctx) if ctx else {}, isin={"status": statuses})
-        )
+        episodes = self.store.query("episodes", Where(eq=scope(ctx) if ctx else {}, isin={"status": statuses}))
         return episodes
 
     def recent_episodes(self, ctx: MemoryContext, *, limit: int = 5) -> list[Episode]:
@@ -201,7 +199,7 @@ class Tiers:
         if subject is not None:
             eq["subject"] = self.subject(ctx, subject)
         where = Where(eq=eq, isin=None if include_inactive else {"status": ["active"]})
-        facts: list[Fact] = self.store.query("facts", where)
+        facts = self.store.query("facts", where)
         return sorted(facts, key=lambda f: (f.created_at, f.id))
 
     def nearest_facts(
@@ -231,7 +229,7 @@ class Tiers:
         canon = self.subject(ctx, subject)
         now = self.clock.now()
         fid = fact_id(ctx, subject=canon, text=body)
-        existing: list[Fact] = self.store.get("facts", Where(eq=scope(ctx)), [fid])
+        existing = self.store.get("facts", Where(eq=scope(ctx)), [fid])
         fact: Fact
         if existing and existing[0].status == "active":
             fact = reinforce(existing[0], confidence=confidence, now=now, provenance=provenance)
@@ -252,7 +250,7 @@ class Tiers:
     # -- relations (the graph rules live in Relations) ---------------------------------------
 
     def edges(self, ctx: MemoryContext) -> list[Edge]:
-        edges: list[Edge] = self.store.query("edges", Where(eq=scope(ctx)))
+        edges = self.store.query("edges", Where(eq=scope(ctx)))
         return sorted(edges, key=lambda e: e.id)
 
     def put_edges(self, edges: Sequence[Edge]) -> None:
@@ -310,7 +308,7 @@ class Tiers:
             return []
         where = scope(ctx)
         covered = list(dict.fromkeys(t for e in episodes for t in e.provenance))
-        kept: list[Turn] = self.store.get("turns", Where(eq=where), [t for t in covered if t in keep])
+        kept = self.store.get("turns", Where(eq=where), [t for t in covered if t in keep])
         self.put_turns([c for t in kept if (c := _compacted(t)) != t])
         kept_ids = {t.id for t in kept}
         gone = [t for t in covered if t not in kept_ids]

@@ -37,7 +37,7 @@ class WorkingTier:
             return []
         statuses = ["active", "overflow", "closed"] if include_inactive else ["active"]
         where = Where(eq={**scope(ctx), "session_id": ctx.session_id}, isin={"status": statuses})
-        entries: list[WorkingEntry] = self.tiers.store.query("working", where, cached=True)
+        entries = self.tiers.store.query("working", where, cached=True)
         return sorted(entries, key=lambda e: (e.seq, e.created_at, e.id))
 
     def turn_entries(self, ctx: MemoryContext, turn: Turn) -> list[WorkingEntry]:
@@ -46,15 +46,13 @@ class WorkingTier:
 
     def session_entries(self, ctx: MemoryContext, session_ids: Sequence[str]) -> list[WorkingEntry]:
         """Every working entry of these sessions, whatever its status, in observation order."""
-        entries: list[WorkingEntry] = self.tiers.store.query(
-            "working", Where(eq=scope(ctx), isin={"session_id": list(session_ids)})
-        )
+        entries = self.tiers.store.query("working", Where(eq=scope(ctx), isin={"session_id": list(session_ids)}))
         return sorted(entries, key=lambda e: (e.session_id, e.seq, e.id))
 
     def active_working(self, ctx: MemoryContext) -> list[WorkingEntry]:
         """The active working entries of every session of this user."""
         where = Where(eq=scope(ctx), isin={"status": ["active"]})
-        entries: list[WorkingEntry] = self.tiers.store.query("working", where)
+        entries = self.tiers.store.query("working", where)
         return entries
 
     def put_working(self, entries: Sequence[WorkingEntry]) -> None:
@@ -75,7 +73,7 @@ class WorkingTier:
         half = options.salience_half_life if options else 8.0
         sessions = list(dict.fromkeys(e.session_id for e in entries))
         where = Where(eq=scope(ctx), isin={"session_id": sessions, "status": ["active"]})
-        current: list[WorkingEntry] = self.tiers.store.query("working", where, cached=True)  # one per observation
+        current = self.tiers.store.query("working", where, cached=True)  # one per observation
         new_ids = {e.id for e in entries}
         now = self.tiers.clock.now()
         pushed: set[str] = set()

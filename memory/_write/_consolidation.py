@@ -99,7 +99,7 @@ class Consolidation:
             seen = set(episode.metadata.get("consolidated_turns", []))
             wanted.setdefault(episode.session_id, []).extend(t for t in episode.provenance if t not in seen)
         ids = [t for session in wanted.values() for t in session]
-        found: list[Turn] = self.tiers.store.get("turns", Where(eq=scope(ctx)), ids) if ids else []  # one read
+        found = self.tiers.store.get("turns", Where(eq=scope(ctx)), ids) if ids else []  # one read
         by_session = {sid: [t for t in found if t.session_id == sid] for sid in wanted}
         # In the batch's order, each session's turns in order (as Tiers.session_turns gives them).
         return [t for sid in wanted for t in sorted(by_session[sid], key=lambda t: (t.seq, t.created_at, t.id))]

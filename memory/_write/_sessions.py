@@ -159,7 +159,7 @@ class Sessions:
     def _episodes(self, ctx: MemoryContext, sids: Sequence[str]) -> dict[str, Episode]:
         """The sessions' episodes that exist, in one read (blocking)."""
         ids = {episode_id(ctx, session_id=sid): sid for sid in sids}
-        found: list[Episode] = self.tiers.store.get("episodes", Where(eq=scope(ctx)), list(ids))
+        found = self.tiers.store.get("episodes", Where(eq=scope(ctx)), list(ids))
         return {ids[e.id]: e for e in found}
 
     async def _encode(self, ctx: MemoryContext, sids: Sequence[str]) -> dict[str, SessionResult]:
