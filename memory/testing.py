@@ -23,6 +23,9 @@ provider does; every request records its size (:attr:`RecordedCall.input_tokens`
 Retrieval keys from a fixed lexicon: ``FunctionModel(Lexicon.load(path).attach(answer))`` gives every
 observation and every added or updated fact the broader terms of its words (``peanuts`` -> ``nut``,
 ``food``) where ``answer`` gave none, so the effect of the keys is measured apart from any model.
+
+:class:`Where`, the store's filter, for tests that read a :class:`~tiermem.Store` directly:
+``store.query("facts", Where(eq={"user_id": "u1"}))``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from tiermem.prompts import observe, observe_window
 
 from ._embed import HashingEmbedder
 from ._errors import ModelError
+from ._filters import Where
 from ._llm import allow_real_requests, context_window_exceeded, install_fake_provider, message_tokens
 from ._records import MAX_KEYS
 from ._stage import StageCall
@@ -54,6 +58,7 @@ __all__ = [
     "Reply",
     "ScriptedModel",
     "StageCall",
+    "Where",
     "forbid_real_model_requests",
 ]
 

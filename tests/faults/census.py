@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tiermem import MemoryContext
+from tiermem import MemoryContext, Store
 from tiermem.memory._records import Episode, Fact, Turn, WorkingEntry
-from tiermem.memory._store._store import Store
 
 from .model import fact_text, token, tokens_in
 

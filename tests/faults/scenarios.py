@@ -22,9 +22,8 @@ from typing import Any
 from tests.subprocesses import clean_env, run_together
 from tiermem import MemoryContext, system
 from tiermem.memory._llm._client import LLM
-from tiermem.memory._store._store import Where
 from tiermem.memory._write._system import MemorySystem
-from tiermem.memory.testing import FrozenClock, HashingEmbedder
+from tiermem.memory.testing import FrozenClock, HashingEmbedder, Where
 from tiermem.pipelines import LLMStages
 
 from .census import Census, Spec, take_census, workload

@@ -13,8 +13,7 @@ from tiermem.jobs import run_janitor
 from tiermem.jobs._janitor import STEPS
 from tiermem.memory._identity import edge_id, episode_id
 from tiermem.memory._options import HygieneOptions
-from tiermem.memory._store._store import Where
-from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall, Where
 from tiermem.prompts import compact
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")

@@ -16,8 +16,7 @@ import tiermem as memory
 from tiermem import Edge, Episode, Fact, MemoryContext, MemorySystem, system
 from tiermem.jobs import run_janitor
 from tiermem.memory._identity import edge_id, episode_id
-from tiermem.memory._store._store import Where
-from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall, Where
 from tiermem.pipelines import _rules as rules
 from tiermem.prompts import compact
 

@@ -11,8 +11,7 @@ from pydantic import BaseModel
 from tiermem import MemoryContext, MemorySystem, ModelError, UsageLedger, system
 from tiermem.jobs import close_idle_sessions, retry_pending, run_consolidation, run_digests
 from tiermem.memory._stage import Stage
-from tiermem.memory._store._store import Where
-from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall, Where
 from tiermem.pipelines import RulesStages
 from tiermem.prompts import observe
 

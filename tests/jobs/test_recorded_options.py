@@ -11,7 +11,7 @@ import pytest
 
 from tests.jobs.test_worker import _env, _tiermem
 from tiermem import MemoryContext, StoreNotFoundError, create_memory_capability, system
-from tiermem.memory._store._store import Where
+from tiermem.memory.testing import Where
 
 CTX = MemoryContext(user_id="u-1", session_id="s-1")
 

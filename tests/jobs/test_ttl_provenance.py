@@ -17,8 +17,7 @@ import pytest
 from tiermem import Edge, MemoryContext, MemorySystem, Turn, system
 from tiermem.jobs import close_idle_sessions, run_janitor
 from tiermem.memory._identity import edge_id
-from tiermem.memory._store._store import Where
-from tiermem.memory.testing import FrozenClock, HashingEmbedder
+from tiermem.memory.testing import FrozenClock, HashingEmbedder, Where
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")
 BASE = MemoryContext(user_id="sam")

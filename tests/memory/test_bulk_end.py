@@ -15,10 +15,9 @@ from tiermem import MemoryContext, system
 from tiermem.memory._identity import lease_key, working_entry_id
 from tiermem.memory._records import WorkingEntry
 from tiermem.memory._results import SessionResult
-from tiermem.memory._store._store import Where
 from tiermem.memory._tiers._tiers import _CACHE_SIZE
 from tiermem.memory._write._system import MemorySystem
-from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, Where
 from tiermem.prompts import observe
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:Items? .* `ReadOnly` qualifier:UserWarning")

@@ -12,14 +12,13 @@ import numpy as np
 import pytest
 from lancedb.table import LanceTable
 
-from tiermem import HashingEmbedder, MemoryContext, create_memory_capability
+from tiermem import HashingEmbedder, MemoryContext, Store, create_memory_capability
 from tiermem.memory._index import _cached_search, _products
 from tiermem.memory._index._products import similarities
 from tiermem.memory._records import Fact
 from tiermem.memory._store import _versions
-from tiermem.memory._store._store import Store, Where
 from tiermem.memory._store._versions import VersionWatch
-from tiermem.memory.testing import FrozenClock
+from tiermem.memory.testing import FrozenClock, Where
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 DIMS = 8

@@ -10,9 +10,8 @@ import pytest
 
 from tests.fakes import AnyCall, Sequenced, Switch, calls_for, default_reply, messages_of, session, stage_model
 from tiermem import MemoryContext, system
-from tiermem.memory._store._store import Where
 from tiermem.memory._write._system import MemorySystem
-from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, Where
 from tiermem.prompts import observe
 
 Builder = Callable[..., MemorySystem]

@@ -12,9 +12,8 @@ import pytest
 
 from tests.fakes import AnyCall, Switch, calls_for, default_reply, stage_model
 from tiermem import HistoryProgress, InvalidArgumentError, MemoryContext, system
-from tiermem.memory._store._store import Where
 from tiermem.memory._write._system import MemorySystem
-from tiermem.memory.testing import FrozenClock, HashingEmbedder
+from tiermem.memory.testing import FrozenClock, HashingEmbedder, Where
 from tiermem.prompts import observe, observe_window
 
 # litellm lazily imports a module whose pydantic TypedDict warns on every model call (see test_capture_durability).

@@ -14,9 +14,8 @@ import pytest
 
 from tests.fakes import AnyCall, Switch, calls_for, default_reply, stage_model
 from tiermem import InvalidArgumentError, MemoryContext, system
-from tiermem.memory._store._store import Where
 from tiermem.memory._write._system import MemorySystem
-from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, Where
 from tiermem.prompts import observe, observe_window
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:Items? .* `ReadOnly` qualifier:UserWarning")

@@ -13,9 +13,8 @@ import pytest
 
 from tests.object_storage import S3Store
 from tests.subprocesses import run_together
-from tiermem import InvalidArgumentError
+from tiermem import InvalidArgumentError, Store
 from tiermem.memory._store._leases import Lease, Leases
-from tiermem.memory._store._store import Store
 
 KEY = "consolidate:default:u-1"
 TTL = timedelta(minutes=5)
@@ -143,7 +142,7 @@ HAMMER = textwrap.dedent(
     from datetime import timedelta
     from pathlib import Path
     from tiermem.memory._store._leases import Leases
-    from tiermem.memory._store._store import Store
+    from tiermem import Store
 
     store_path, rounds, me, go = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
     leases = Leases(Store(store_path, embedder_id="hashing-v1-8", dimensions=8))

@@ -9,11 +9,10 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from tiermem import HashingEmbedder, MemoryContext, create_memory_capability
+from tiermem import HashingEmbedder, MemoryContext, Store, create_memory_capability
 from tiermem.memory._index._lexical import LexicalIndex, query_terms
 from tiermem.memory._records import Fact
-from tiermem.memory._store._store import Store, Where
-from tiermem.memory.testing import FrozenClock
+from tiermem.memory.testing import FrozenClock, Where
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 DIMS = 8

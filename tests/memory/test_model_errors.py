@@ -37,6 +37,7 @@ from tiermem import (
     ModelServerError,
     ModelTimeoutError,
     ModelTransientError,
+    Store,
     StoreConflictError,
     StoreError,
     StoreNotFoundError,
@@ -45,9 +46,8 @@ from tiermem import (
 )
 from tiermem.memory._llm._client import LLM, install_fake_embedder, install_fake_provider, map_model_error
 from tiermem.memory._store._engine_errors import engine_errors
-from tiermem.memory._store._store import Store, Where
 from tiermem.memory._write._system import MemorySystem
-from tiermem.memory.testing import FrozenClock, HashingEmbedder
+from tiermem.memory.testing import FrozenClock, HashingEmbedder, Where
 from tiermem.pipelines import LLMStages
 
 # litellm lazily imports a module whose pydantic TypedDict warns on every model call.

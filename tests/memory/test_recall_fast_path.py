@@ -12,12 +12,11 @@ from typing import Any, Literal
 import numpy as np
 import pytest
 
-from tiermem import HashingEmbedder, MemoryContext, create_memory_capability
+from tiermem import HashingEmbedder, MemoryContext, Store, create_memory_capability
 from tiermem.memory._index import _products, _vectors
 from tiermem.memory._records import Fact, MemoryItem, RankedMemoryItem
-from tiermem.memory._store._store import Store, Where
 from tiermem.memory._tiers._memory_items import built
-from tiermem.memory.testing import FrozenClock
+from tiermem.memory.testing import FrozenClock, Where
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 DIMS = 8

@@ -30,9 +30,8 @@ from tiermem import (
 from tiermem.jobs import run_janitor
 from tiermem.memory._identity import edge_id
 from tiermem.memory._stage import Stage
-from tiermem.memory._store._store import Where
 from tiermem.memory._write._system import ConsolidationResult
-from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, RecordedCall, StageCall
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, RecordedCall, StageCall, Where
 from tiermem.prompts import consolidate, encode_consolidate, encode_episode, observe
 
 # litellm builds a pydantic adapter for a TypedDict with ReadOnly items on its first completion;

@@ -17,10 +17,9 @@ from tiermem.memory._llm._client import LLM
 from tiermem.memory._options import RecallOptions
 from tiermem.memory._recall._ranking import Candidate, rank
 from tiermem.memory._records import MAX_KEYS, MemoryItem, retrieval_keys
-from tiermem.memory._store._store import Where
 from tiermem.memory._tiers._tiers import embedded_text
 from tiermem.memory._write._system import MemorySystem
-from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, Lexicon
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, Lexicon, Where
 from tiermem.pipelines import LLMStages, compact_subject
 from tiermem.prompts import compact, consolidate, observe
 

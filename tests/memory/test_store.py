@@ -30,8 +30,8 @@ from tiermem import (
 )
 from tiermem.memory._filters import sql_timestamp
 from tiermem.memory._records import Fact
-from tiermem.memory._store._store import MAX_FILTER_VALUE, Where, sql_literal
-from tiermem.memory.testing import FrozenClock
+from tiermem.memory._store._store import MAX_FILTER_VALUE, sql_literal
+from tiermem.memory.testing import FrozenClock, Where
 
 ROOT = Path(memory.__file__).resolve().parent.parent
 

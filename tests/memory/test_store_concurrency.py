@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from tests.subprocesses import run_together
-from tiermem import InvalidArgumentError, StoreConflictError
+from tiermem import InvalidArgumentError, Store, StoreConflictError
 from tiermem.memory._records import Fact
 from tiermem.memory._store._commits import CommitRetry, retry_conflicts
-from tiermem.memory._store._store import Store, Where
+from tiermem.memory.testing import Where
 
 PROCESSES = 4
 SCOPE = {"namespace": "default", "user_id": "u-1"}
@@ -33,7 +33,8 @@ WORKER = textwrap.dedent(
     from pathlib import Path
     import numpy as np
     from tiermem.memory._records import Fact
-    from tiermem.memory._store._store import Store, Where
+    from tiermem import Store
+    from tiermem.memory.testing import Where
 
     store_path, mode, me, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
     NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

@@ -16,10 +16,11 @@ import pytest
 
 from tests.object_storage import store_at
 from tests.subprocesses import run_together
-from tiermem import ConfigurationError, StoreMismatchError, StoreNotFoundError
+from tiermem import ConfigurationError, Store, StoreMismatchError, StoreNotFoundError
 from tiermem.memory._records import Fact
 from tiermem.memory._store._meta import STORE_ID, settled_meta, stamp, wanted_meta
-from tiermem.memory._store._store import Store, Where, stored_meta
+from tiermem.memory._store._store import stored_meta
+from tiermem.memory.testing import Where
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 SCOPE = {"namespace": "default", "user_id": "u-1"}
@@ -139,7 +140,7 @@ CREATE = textwrap.dedent(
     import json, sys, time
     from pathlib import Path
     from tiermem import StoreMismatchError
-    from tiermem.memory._store._store import Store
+    from tiermem import Store
 
     store_path, embedder_id, me, go = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
     (go.parent / f"ready-{me}").touch()

@@ -11,9 +11,9 @@ from typing import Any, get_args
 import pytest
 
 from tiermem import ConfigurationError, InvalidArgumentError, MemoryContext, MemorySystem, Message, system
-from tiermem.memory._store._store import TableName, Where
+from tiermem.memory._store._store import TableName
 from tiermem.memory._transcripts import normalize_messages
-from tiermem.memory.testing import FrozenClock, HashingEmbedder
+from tiermem.memory.testing import FrozenClock, HashingEmbedder, Where
 
 with warnings.catch_warnings():  # litellm's pydantic types warn on import; that is not ours to fix
     warnings.simplefilter("ignore")

@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 
 from tiermem import InvalidArgumentError, MemoryContext, MemoryItem, MemorySystem, Turn, system
-from tiermem.memory._store._store import Where
 from tiermem.memory._tiers._lineage import checked_where
-from tiermem.memory.testing import FrozenClock, HashingEmbedder
+from tiermem.memory.testing import FrozenClock, HashingEmbedder, Where
 
 CTX = MemoryContext(namespace="where", user_id="ana")
 HOSTILE = "x' OR '1'='1"
