@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tiermem import MemoryContext, Store
-from tiermem.memory._records import Episode, Fact, Turn, WorkingEntry
+from tiermem import Episode, Fact, MemoryContext, Store, Turn, WorkingEntry
 
 from .model import fact_text, token, tokens_in
 

@@ -29,10 +29,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tiermem import MemoryContext, system
+from tiermem import LLM, MemoryContext, MemorySystem, system
 from tiermem.jobs import run_consolidation
-from tiermem.memory._llm._client import LLM
-from tiermem.memory._write._system import MemorySystem
 from tiermem.memory.testing import HashingEmbedder
 from tiermem.pipelines import LLMStages
 

@@ -20,9 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.subprocesses import clean_env, run_together
-from tiermem import MemoryContext, system
-from tiermem.memory._llm._client import LLM
-from tiermem.memory._write._system import MemorySystem
+from tiermem import LLM, MemoryContext, MemorySystem, system
 from tiermem.memory.testing import FrozenClock, HashingEmbedder, Where
 from tiermem.pipelines import LLMStages
 

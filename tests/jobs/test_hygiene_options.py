@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
-from tiermem import Edge, Episode, Fact, MemoryContext, MemorySystem, Message, Turn, system
+from tiermem import Edge, Episode, Fact, HygieneOptions, MemoryContext, MemorySystem, Message, Turn, system
 from tiermem.jobs import run_janitor
 from tiermem.jobs._janitor import STEPS
 from tiermem.memory._identity import edge_id, episode_id
-from tiermem.memory._options import HygieneOptions
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall, Where
 from tiermem.prompts import compact
 

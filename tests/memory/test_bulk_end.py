@@ -11,12 +11,9 @@ import numpy as np
 import pytest
 
 from tests.fakes import AnyCall, Switch, default_reply, messages_of
-from tiermem import MemoryContext, system
+from tiermem import MemoryContext, MemorySystem, SessionResult, WorkingEntry, system
 from tiermem.memory._identity import lease_key, working_entry_id
-from tiermem.memory._records import WorkingEntry
-from tiermem.memory._results import SessionResult
 from tiermem.memory._tiers._tiers import _CACHE_SIZE
-from tiermem.memory._write._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, Where
 from tiermem.prompts import observe
 

@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 from lancedb.table import LanceTable
 
-from tiermem import HashingEmbedder, MemoryContext, Store, create_memory_capability
+from tiermem import Fact, HashingEmbedder, MemoryContext, Store, create_memory_capability
 from tiermem.memory._index import _cached_search, _products
 from tiermem.memory._index._products import similarities
-from tiermem.memory._records import Fact
 from tiermem.memory._store import _versions
 from tiermem.memory._store._versions import VersionWatch
 from tiermem.memory.testing import FrozenClock, Where

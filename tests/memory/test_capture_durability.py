@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import AnyCall, Sequenced, Switch, calls_for, default_reply, messages_of, session, stage_model
-from tiermem import MemoryContext, system
-from tiermem.memory._write._system import MemorySystem
+from tiermem import MemoryContext, MemorySystem, system
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, Where
 from tiermem.prompts import observe
 

@@ -10,9 +10,8 @@ from datetime import timedelta
 import pytest
 
 from tests.fakes import calls_for, messages_of, session, stage_model
-from tiermem import EpisodicOptions, InvalidArgumentError, MemoryContext, system
+from tiermem import EpisodicOptions, InvalidArgumentError, MemoryContext, MemorySystem, system
 from tiermem.jobs import close_idle_sessions, run_consolidation, run_digests
-from tiermem.memory._write._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
 from tiermem.prompts import consolidate, encode_consolidate, encode_episode, observe
 

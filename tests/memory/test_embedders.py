@@ -16,11 +16,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiermem import MemoryContext, Store, StoreMismatchError, create_memory_capability
+from tiermem import (
+    ConfigurationError,
+    EmbedderError,
+    HashingEmbedder,
+    MemoryContext,
+    OnnxEmbedder,
+    StaticEmbedder,
+    Store,
+    StoreMismatchError,
+    create_memory_capability,
+)
 from tiermem.memory._cli._main import main as cli_main
-from tiermem.memory._embed._embedders import HashingEmbedder, OnnxEmbedder, StaticEmbedder
 from tiermem.memory._embed._names import DEFAULT_EMBEDDER, embedder_for_id, embedder_name, resolve_embedder
-from tiermem.memory._errors import ConfigurationError, EmbedderError
 from tiermem.memory._store._store import REEMBEDDING, stored_meta
 from tiermem.memory.testing import Where
 

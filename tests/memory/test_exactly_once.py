@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 from tests.fakes import AnyCall, Switch, calls_for, default_reply, messages_of, session, stage_model
-from tiermem import EmbedderError, MemoryContext, system
-from tiermem.memory._write._system import MemorySystem
+from tiermem import EmbedderError, MemoryContext, MemorySystem, system
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, Where
 from tiermem.prompts import observe
 

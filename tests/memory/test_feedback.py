@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tiermem import InvalidArgumentError, MemoryContext, MemorySystem, RankedMemoryItem, system
-from tiermem.memory._govern._feedback import MAX_RECEIPTS, STEP, RecallResult
+from tiermem import InvalidArgumentError, MemoryContext, MemorySystem, RankedMemoryItem, RecallResult, system
+from tiermem.memory._govern._feedback import MAX_RECEIPTS, STEP
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
 CTX = MemoryContext(namespace="fb", user_id="ana")

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import AnyCall, Switch, calls_for, default_reply, stage_model
-from tiermem import HistoryProgress, InvalidArgumentError, MemoryContext, system
-from tiermem.memory._write._system import MemorySystem
+from tiermem import HistoryProgress, InvalidArgumentError, MemoryContext, MemorySystem, system
 from tiermem.memory.testing import FrozenClock, HashingEmbedder, Where
 from tiermem.prompts import observe, observe_window
 

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import AnyCall, Switch, calls_for, default_reply, stage_model
-from tiermem import InvalidArgumentError, MemoryContext, system
-from tiermem.memory._write._system import MemorySystem
+from tiermem import InvalidArgumentError, MemoryContext, MemorySystem, system
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, Where
 from tiermem.prompts import observe, observe_window
 

@@ -9,9 +9,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from tiermem import HashingEmbedder, MemoryContext, Store, create_memory_capability
+from tiermem import Fact, HashingEmbedder, MemoryContext, Store, create_memory_capability
 from tiermem.memory._index._lexical import LexicalIndex, query_terms
-from tiermem.memory._records import Fact
 from tiermem.memory.testing import FrozenClock, Where
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

@@ -12,10 +12,11 @@ import pytest
 from pydantic import BaseModel
 
 from tests.fakes import default_reply
+from tiermem import LLM
 from tiermem.memory._llm import _client as _llm
 from tiermem.memory._llm import _structured
 from tiermem.memory._llm import _tokens as _llm_tokens
-from tiermem.memory._llm._client import LLM, message_tokens
+from tiermem.memory._llm._client import message_tokens
 from tiermem.memory.testing import FunctionModel
 from tiermem.pipelines import LLMStages
 from tiermem.prompts import STAGES, consolidate, observe

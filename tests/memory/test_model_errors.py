@@ -22,8 +22,10 @@ from litellm.llms.custom_llm import CustomLLMError
 from pydantic import BaseModel
 
 from tiermem import (
+    LLM,
     LiteLLMEmbedder,
     MemoryContext,
+    MemorySystem,
     ModelAuthenticationError,
     ModelBadRequestError,
     ModelConnectionError,
@@ -44,9 +46,8 @@ from tiermem import (
     StoreUnavailableError,
     system,
 )
-from tiermem.memory._llm._client import LLM, install_fake_embedder, install_fake_provider, map_model_error
+from tiermem.memory._llm._client import install_fake_embedder, install_fake_provider, map_model_error
 from tiermem.memory._store._engine_errors import engine_errors
-from tiermem.memory._write._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, HashingEmbedder, Where
 from tiermem.pipelines import LLMStages
 

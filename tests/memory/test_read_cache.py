@@ -17,10 +17,9 @@ import numpy as np
 import pytest
 
 from tests.subprocesses import run_python
-from tiermem import Store
+from tiermem import Message, Store, Turn
 from tiermem.memory._index import _read_cache
 from tiermem.memory._index._read_cache import ReadCache
-from tiermem.memory._records import Message, Turn
 from tiermem.memory.testing import Where
 
 DIMS = 8
@@ -101,8 +100,7 @@ def test_another_handle_or_process_writing_is_seen_on_the_next_read(tmp_path: Pa
         import sys
         from datetime import UTC, datetime
         import numpy as np
-        from tiermem.memory._records import Message, Turn
-        from tiermem import Store
+        from tiermem import Message, Store, Turn
         turn = Turn(id="turn-u-1-s-1-2", namespace="default", user_id="u-1", session_id="s-1", seq=2,
                     messages=(Message(role="user", content="from elsewhere"),),
                     created_at=datetime(2026, 3, 1, 9, 2, tzinfo=UTC))

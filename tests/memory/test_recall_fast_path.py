@@ -12,9 +12,8 @@ from typing import Any, Literal
 import numpy as np
 import pytest
 
-from tiermem import HashingEmbedder, MemoryContext, Store, create_memory_capability
+from tiermem import Fact, HashingEmbedder, MemoryContext, MemoryItem, RankedMemoryItem, Store, create_memory_capability
 from tiermem.memory._index import _products, _vectors
-from tiermem.memory._records import Fact, MemoryItem, RankedMemoryItem
 from tiermem.memory._tiers._memory_items import built
 from tiermem.memory.testing import FrozenClock, Where
 

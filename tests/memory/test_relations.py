@@ -19,6 +19,7 @@ import pytest
 
 from tiermem import (
     MEMORY_CAPABILITY_PRESETS,
+    ConsolidationResult,
     Edge,
     InvalidArgumentError,
     MemoryCapability,
@@ -30,7 +31,6 @@ from tiermem import (
 from tiermem.jobs import run_janitor
 from tiermem.memory._identity import edge_id
 from tiermem.memory._stage import Stage
-from tiermem.memory._write._system import ConsolidationResult
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, RecordedCall, StageCall, Where
 from tiermem.prompts import consolidate, encode_consolidate, encode_episode, observe
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import tiermem as memory
 from tiermem import (
     Episode,
+    Fact,
     HashingEmbedder,
     InvalidArgumentError,
     MemoryCapability,
@@ -29,7 +30,6 @@ from tiermem import (
     create_memory_capability,
 )
 from tiermem.memory._filters import sql_timestamp
-from tiermem.memory._records import Fact
 from tiermem.memory._store._store import MAX_FILTER_VALUE, sql_literal
 from tiermem.memory.testing import FrozenClock, Where
 

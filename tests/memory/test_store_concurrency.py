@@ -18,8 +18,7 @@ import numpy as np
 import pytest
 
 from tests.subprocesses import run_together
-from tiermem import InvalidArgumentError, Store, StoreConflictError
-from tiermem.memory._records import Fact
+from tiermem import Fact, InvalidArgumentError, Store, StoreConflictError
 from tiermem.memory._store._commits import CommitRetry, retry_conflicts
 from tiermem.memory.testing import Where
 
@@ -32,8 +31,7 @@ WORKER = textwrap.dedent(
     from datetime import UTC, datetime
     from pathlib import Path
     import numpy as np
-    from tiermem.memory._records import Fact
-    from tiermem import Store
+    from tiermem import Fact, Store
     from tiermem.memory.testing import Where
 
     store_path, mode, me, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])

@@ -21,8 +21,7 @@ import pytest
 
 from tests.object_storage import store_at
 from tests.subprocesses import run_together
-from tiermem import Store
-from tiermem.memory._records import Alias, Fact
+from tiermem import Alias, Fact, Store
 from tiermem.memory._store import _creation as creation
 from tiermem.memory._store._creation import GONE, Stamp, clobbered, is_settled
 from tiermem.memory._store._lease_table import LEASE_SCHEMA
@@ -202,8 +201,7 @@ WRITES = textwrap.dedent(
     """
     from datetime import UTC, datetime, timedelta
     import numpy as np
-    from tiermem.memory._records import Alias, Fact
-    from tiermem import Store
+    from tiermem import Alias, Fact, Store
 
     NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
     SCOPE = {"namespace": "default", "user_id": "u-1"}

@@ -16,8 +16,7 @@ import pytest
 
 from tests.object_storage import store_at
 from tests.subprocesses import run_together
-from tiermem import ConfigurationError, Store, StoreMismatchError, StoreNotFoundError
-from tiermem.memory._records import Fact
+from tiermem import ConfigurationError, Fact, Store, StoreMismatchError, StoreNotFoundError
 from tiermem.memory._store._meta import STORE_ID, settled_meta, stamp, wanted_meta
 from tiermem.memory._store._store import stored_meta
 from tiermem.memory.testing import Where
@@ -139,8 +138,7 @@ CREATE = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from tiermem import StoreMismatchError
-    from tiermem import Store
+    from tiermem import Store, StoreMismatchError
 
     store_path, embedder_id, me, go = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
     (go.parent / f"ready-{me}").touch()

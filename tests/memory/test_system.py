@@ -12,10 +12,8 @@ import litellm
 import pytest
 
 from tests.fakes import AnyCall, calls_for, messages_of, session, stage_model
-from tiermem import InvalidArgumentError, MemoryContext, ModelError, system
-from tiermem.memory._llm._client import LLM
+from tiermem import LLM, InvalidArgumentError, MemoryContext, MemorySystem, ModelError, system
 from tiermem.memory._stage import Stage
-from tiermem.memory._write._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, Where
 from tiermem.prompts import consolidate, digest, encode_consolidate, encode_episode, observe
 

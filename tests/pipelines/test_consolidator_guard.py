@@ -10,10 +10,8 @@ from typing import Any
 import pytest
 
 from tests.fakes import AnyCall, messages_of, stage_model
-from tiermem import Episode, Fact, MemoryContext, RelationsOptions, system
+from tiermem import LLM, Episode, Fact, MemoryContext, MemorySystem, RelationsOptions, system
 from tiermem.memory._identity import fact_id
-from tiermem.memory._llm._client import LLM
-from tiermem.memory._write._system import MemorySystem
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 from tiermem.pipelines import LLMStages, compact_subject, consolidate_episodes
 from tiermem.prompts import compact, consolidate, encode_consolidate, observe

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.fakes import AnyCall, Messages, default_reply
-from tiermem import Episode, Fact, MemoryContext, Message, ModelContextWindowError, Turn, WorkingEntry, system
-from tiermem.memory._llm._client import DEFAULT_MAX_INPUT_TOKENS, INPUT_SHARE, LLM, message_tokens
+from tiermem import LLM, Episode, Fact, MemoryContext, Message, ModelContextWindowError, Turn, WorkingEntry, system
+from tiermem.memory._llm._client import DEFAULT_MAX_INPUT_TOKENS, INPUT_SHARE, message_tokens
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
 from tiermem.pipelines import (
     Budget,

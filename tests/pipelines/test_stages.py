@@ -10,8 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from tests.fakes import AnyCall, default_reply
-from tiermem import Edge, Episode, Fact, MemoryContext, Message, ModelError, RelationsOptions, Turn, WorkingEntry
-from tiermem.memory._llm._client import LLM
+from tiermem import LLM, Edge, Episode, Fact, MemoryContext, Message, ModelError, RelationsOptions, Turn, WorkingEntry
 from tiermem.memory._stage import Stage
 from tiermem.memory.testing import FunctionModel, ScriptedModel
 from tiermem.pipelines import LLMStages, RulesStages, observe_turn

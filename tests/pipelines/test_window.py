@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tiermem import Message, ModelOutputError, Turn
+from tiermem import Message, ModelOutputError, Turn, UsageLedger
 from tiermem.memory._stage import Stage
-from tiermem.memory._usage import UsageLedger
 from tiermem.pipelines import Budget, RulesStages, observe_turn, observe_window, windows
 from tiermem.prompts import observe_window as window_prompt
 
