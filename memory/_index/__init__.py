@@ -8,13 +8,14 @@ from __future__ import annotations
 from ._cached_search import CachedSearches, cached_searches
 from ._lexical import query_terms
 from ._read_cache import ReadCache
-from ._rows import SPECS, Hit, TableName, duplicate_losers, per_user, records_in, row, unique
+from ._rows import SPECS, EngineRow, Hit, TableName, duplicate_losers, per_user, records_in, row, unique
 from ._vectors import COLUMNS, VectorBlock, VectorCache, column_array, top_k
 
 __all__ = [
     "COLUMNS",
     "SPECS",
     "CachedSearches",
+    "EngineRow",
     "Hit",
     "ReadCache",
     "TableName",

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
+from lancedb.table import Table as EngineTable
 
 from .._filters import sql_literal, sql_timestamp
 from ._engine_errors import engine_errors
@@ -37,7 +38,7 @@ class LeaseTable:
         self._tables = tables
         self._maintenance = maintenance
 
-    def table(self) -> Any:
+    def table(self) -> EngineTable:
         tables = self._tables
         if LEASES not in tables.opened:
             with engine_errors("open the leases table"):

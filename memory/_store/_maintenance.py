@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from lancedb.table import Table as EngineTable
 
 from .._errors import StoreConflictError, StoreMismatchError
 from .._index import SPECS, TableName, records_in, row
@@ -44,7 +45,7 @@ class Maintenance:
         self.keep_versions = keep_versions
         self._writes: dict[str, int] = {}
 
-    def after_write(self, name: str, table: Any) -> None:
+    def after_write(self, name: str, table: EngineTable) -> None:
         """Every write adds a fragment and a version; many small ones slow every read down.
 
         So every ``compact_every`` writes from this process the table is compacted and its
@@ -80,7 +81,7 @@ class Maintenance:
                     continue
             tables.ensure_indexes(name)
 
-            def compact(table: Any = table, name: str = name) -> int:
+            def compact(table: EngineTable = table, name: str = name) -> int:
                 with tables.write_lock, engine_errors(f"optimize {name}"):
                     table.optimize(
                         cleanup_older_than=self.keep_versions if cleanup_older_than is None else cleanup_older_than,

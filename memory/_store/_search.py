@@ -8,8 +8,7 @@ any other goes to LanceDB's vector or full-text index.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from lancedb.query import FullTextOperator, MultiMatchQuery
@@ -19,6 +18,7 @@ from .._index import (
     COLUMNS,
     SPECS,
     CachedSearches,
+    EngineRow,
     Hit,
     TableName,
     VectorBlock,
@@ -28,6 +28,7 @@ from .._index import (
     records_in,
     top_k,
 )
+from .._records import StoredRecord
 from ._engine_errors import engine_errors
 from ._reads import Reads
 from ._tables import Tables
@@ -108,7 +109,7 @@ class Searches:
             rows = (
                 self._tables.table(name)
                 .search(vector.astype(np.float32), vector_column_name="vector")
-                .distance_type("cosine")
+                .distance_type("cosine")  # type: ignore[attr-defined]  # a vector query's builder has it
                 .where(where.sql(), prefilter=True)
                 .select([*_HIT_COLUMNS, "_distance"])
                 .limit(limit)
@@ -155,7 +156,7 @@ class Searches:
         where: Where,
         *,
         limit: int,
-        parsed: Mapping[str, Any] | None = None,
+        parsed: Mapping[str, StoredRecord] | None = None,
     ) -> CachedSearches | None:
         namespace, user = where.eq.get("namespace"), where.eq.get("user_id")
         if namespace is None or user is None or self._vectors.max_bytes <= 0:
@@ -184,7 +185,7 @@ class Searches:
             )
         return self._hits(name, rows, lambda row: float(row["_score"]))
 
-    def _hits(self, name: str, rows: list[dict[str, Any]], score: Any) -> list[Hit]:
+    def _hits(self, name: str, rows: list[EngineRow], score: Callable[[EngineRow], float]) -> list[Hit]:
         records = records_in(name, rows)
         return [
             Hit(record=rec, score=score(row), vector=np.asarray(row["vector"], dtype=np.float32))

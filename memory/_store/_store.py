@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from lancedb.table import Table as EngineTable
 
 from .._errors import ConfigurationError, StoreNotFoundError
 from .._filters import MAX_FILTER_VALUE, Where, sql_literal
@@ -164,7 +165,7 @@ class Store(TypedReads):
 
     # -- tables -----------------------------------------------------------------------------
 
-    def table(self, name: str) -> Any:
+    def table(self, name: str) -> EngineTable:
         return self._tables.table(name)
 
     # _schema, _table_names, _leases (and _vectors, _db): what the tests and their fault census reach in for.
@@ -269,7 +270,7 @@ class Store(TypedReads):
         where: Where,
         *,
         limit: int,
-        parsed: Mapping[str, Any] | None = None,
+        parsed: Mapping[str, StoredRecord] | None = None,
     ) -> CachedSearches | None:
         """``text_search``, ``vector_search`` (when ``vector``) and ``searched`` at once, in this thread, when the
         one user ``where`` names has their rows and words cached at the table's version; else None.
@@ -308,7 +309,7 @@ class Store(TypedReads):
 
     # -- leases (see _leases.py) ------------------------------------------------------------
 
-    def _leases(self) -> Any:
+    def _leases(self) -> EngineTable:
         return self._lease_table.table()
 
     def claim(

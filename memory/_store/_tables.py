@@ -12,11 +12,13 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import lancedb
 import pyarrow as pa
+from lancedb.db import DBConnection
 from lancedb.index import FTS, BTree
+from lancedb.table import Table as EngineTable
 
 from .._errors import InvalidArgumentError, StoreConflictError, StoreMismatchError, StoreUnavailableError
 from .._filters import Where, sql_literal
@@ -68,12 +70,12 @@ class Tables:
         self.vectors = vectors
         self.held = ReadCache()  # small reads of this process, kept in step by its writes
         self._storage_options = storage_options
-        self._pinned_db: Any = None
+        self._pinned_db: DBConnection | None = None
         with engine_errors("connect"):
             self.db = lancedb.connect(
                 uri, read_consistency_interval=read_consistency, storage_options=self._storage_options
             )
-        self.opened: dict[str, Any] = {}
+        self.opened: dict[str, EngineTable] = {}
         self.indexed: set[str] = set()
         self.keyed: set[str] = set()
         self.write_lock = threading.RLock()
@@ -108,7 +110,7 @@ class Tables:
             if not (token := page.page_token):
                 return names
 
-    def open(self, name: str) -> Any:
+    def open(self, name: str) -> EngineTable:
         return self.db.open_table(name)
 
     def drop_cached(self, name: str) -> None:
@@ -116,7 +118,7 @@ class Tables:
         self.vectors.drop(name)
         self.held.drop(name)
 
-    def table(self, name: str) -> Any:
+    def table(self, name: str) -> EngineTable:
         if name not in SPECS:
             raise InvalidArgumentError(f"unknown table {name!r}")
         if name in self.opened:
@@ -142,7 +144,7 @@ class Tables:
         self.restore_overwritten(name, table, schema)
         return table
 
-    def create_table(self, name: str, schema: pa.Schema) -> Any:
+    def create_table(self, name: str, schema: pa.Schema) -> EngineTable:
         """Create the table stamped with a creation of this process's own, or open it if it exists by now."""
         try:
             return self.db.create_table(name, schema=stamped_schema(schema), mode="create")
@@ -151,7 +153,7 @@ class Tables:
                 raise
         return self.open(name)
 
-    def restore_overwritten(self, name: str, table: Any, schema: pa.Schema | None = None) -> None:
+    def restore_overwritten(self, name: str, table: EngineTable, schema: pa.Schema | None = None) -> None:
         """Bring back the rows a racing create's Overwrite hid, once (see :mod:`._store_creation`); writers only.
 
         ``schema``: the table's, if just read. A table marked settled at its stamp costs nothing more.
@@ -190,14 +192,14 @@ class Tables:
         if self.retry(f"restore table {name}", repair):
             self.index_committed(name)
 
-    def _unrefreshed(self) -> Any:
+    def _unrefreshed(self) -> DBConnection:
         """A connection whose tables stay at the version they opened at (the store's check for newer ones)."""
         if self._pinned_db is None:
             with engine_errors("connect"):
                 self._pinned_db = lancedb.connect(self.uri, storage_options=self._storage_options)
         return self._pinned_db
 
-    def keyed_table(self, name: str) -> Any:
+    def keyed_table(self, name: str) -> EngineTable:
         """The table, its ``id`` declared the primary key first (stores written before tiermem declared it).
 
         Declaring it also removes duplicate ids such a store may hold (two writers inserting one id at once).
@@ -208,7 +210,8 @@ class Tables:
 
                 def declare() -> None:
                     with self.write_lock, engine_errors(f"declare the key of {name}"):
-                        table.set_unenforced_primary_key("id")
+                        # A local table (LanceTable) has it; the engine's Table base does not declare it.
+                        table.set_unenforced_primary_key("id")  # type: ignore[attr-defined]
 
                 self.retry(f"declare the key of {name}", declare)
                 self.dedupe(name)
@@ -278,12 +281,12 @@ def stamped_schema(schema: pa.Schema, made: str | None = None) -> pa.Schema:
     return schema.set(schema.get_field_index("id"), field.with_metadata(stamped(field.metadata, made)))
 
 
-def _stamp_at(table: Any, version: int) -> Stamp:
+def _stamp_at(table: EngineTable, version: int) -> Stamp:
     """The creation stamped on one version of ``table`` (checked out there), GONE if cleaned up."""
     return stamp_of(table.schema.field("id").metadata) if checked_out(table, version) else GONE
 
 
-def checked_out(table: Any, version: int) -> bool:
+def checked_out(table: EngineTable, version: int) -> bool:
     """Check ``table`` out at ``version``; False when that version was cleaned up."""
     try:
         table.checkout(version)

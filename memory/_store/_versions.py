@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
+
+from lancedb.table import Table as EngineTable
 
 from ._engine_errors import engine_errors
 from ._tables import Tables
@@ -105,7 +106,7 @@ class Versions:
         self.pins = PinnedVersions()
         # Versions from the folders, not the engine, only where the engine would check on every read.
         self._watch = VersionWatch() if read_consistency == timedelta(0) else None
-        self._folders: dict[str, tuple[Any, str | None]] = {}
+        self._folders: dict[str, tuple[EngineTable | None, str | None]] = {}
 
     def version(self, name: str) -> int:
         with engine_errors(f"read {name}"):
@@ -118,13 +119,13 @@ class Versions:
             return int(table.version)
         return self._watch.read(self._versions_folder(name, table), lambda: int(table.version))
 
-    def _versions_folder(self, name: str, table: Any) -> str | None:
+    def _versions_folder(self, name: str, table: EngineTable) -> str | None:
         """The local folder of ``table``'s versions; None for a URI or a read-only stand-in for a missing table."""
         if name not in self._tables.opened or self._tables.opened[name] is not table:
             return None
         opened, folder = self._folders.get(name, (None, None))
         if opened is not table:  # first asked, or opened again (reembed rewrites a table)
-            uri = str(table.uri)
+            uri = str(table.uri)  # type: ignore[attr-defined]  # LanceTable's, not declared by the Table base
             folder = None if "://" in uri else os.path.join(uri, "_versions")
             self._folders[name] = (table, folder)
         return folder
