@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 import pyarrow as pa
 from lancedb.table import Table as EngineTable
 
 from .._filters import sql_literal, sql_timestamp
+from .._index import EngineRow
 from ._engine_errors import engine_errors
 from ._maintenance import Maintenance
 from ._tables import LEASES, PRIMARY_KEY, Tables
@@ -120,7 +120,7 @@ class LeaseTable:
         self._tables.retry("release leases", commit)
         self._maintenance.after_write(LEASES, table)
 
-    def lease_row(self, key: str) -> dict[str, Any] | None:
+    def lease_row(self, key: str) -> EngineRow | None:
         with engine_errors("read a lease"):
             rows = self.table().search().where(f"id = {sql_literal(key)}").limit(None).to_list()
         return {k: rows[0][k] for k in LEASE_SCHEMA.names} if rows else None

@@ -11,7 +11,6 @@ import warnings
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -92,8 +91,8 @@ class Maintenance:
             versions[name] = tables.retry(f"optimize {name}", compact)
         return versions
 
-    def stats(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def stats(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
         for name in SPECS:
             table = self._tables.table(name)
             with engine_errors(f"describe {name}"):

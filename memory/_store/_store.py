@@ -22,7 +22,6 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +29,7 @@ from lancedb.table import Table as EngineTable
 
 from .._errors import ConfigurationError, StoreNotFoundError
 from .._filters import MAX_FILTER_VALUE, Where, sql_literal
-from .._index import CachedSearches, Hit, TableName, VectorCache
+from .._index import CachedSearches, EngineRow, Hit, TableName, VectorCache
 from .._records import StoredRecord
 from ._commits import CommitRetry
 from ._lease_table import LeaseTable
@@ -289,7 +288,7 @@ class Store(TypedReads):
         """Compact files, fold new rows into indexes and drop old versions; returns versions per table."""
         return self._maintenance.optimize(cleanup_older_than=cleanup_older_than)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, dict[str, int]]:
         """Rows and versions per table, for reports and benchmarks."""
         return self._maintenance.stats()
 
@@ -338,6 +337,6 @@ class Store(TypedReads):
         """:meth:`unclaim` of several keys in one delete."""
         self._lease_table.unclaim_many(keys, token=token)
 
-    def lease_row(self, key: str) -> dict[str, Any] | None:
+    def lease_row(self, key: str) -> EngineRow | None:
         """The lease row of ``key`` (id, holder, token, expires_at), or None."""
         return self._lease_table.lease_row(key)
