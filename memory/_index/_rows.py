@@ -20,7 +20,6 @@ __all__ = [
     "SPECS",
     "EngineRow",
     "Hit",
-    "StoredRecord",
     "TableName",
     "duplicate_losers",
     "per_user",
