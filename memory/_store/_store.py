@@ -11,9 +11,9 @@ the table brings back (:mod:`._store_creation`).
 this one (with it, the only modules that may import LanceDB and Arrow): the opened tables, their
 creation, repair and indexes (:mod:`._store_tables`), the meta table (:mod:`._store_meta_table`),
 writes (:mod:`._store_writes`), reads by filter (:mod:`._store_reads`, typed per table by
-:mod:`._typed_reads`), table versions (:mod:`._store_versions`), searches (:mod:`._store_search`), compaction and rewrites
-(:mod:`._store_maintenance`) and the leases table (:mod:`._store_leases`). Every part wraps its
-engine calls in :func:`~._store_errors.engine_errors`.
+:mod:`._typed_reads`), table versions (:mod:`._store_versions`), searches (:mod:`._store_search`),
+compaction and rewrites (:mod:`._store_maintenance`) and the leases table (:mod:`._store_leases`).
+Every part wraps its engine calls in :func:`~._store_errors.engine_errors`.
 """
 
 from __future__ import annotations
