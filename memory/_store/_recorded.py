@@ -83,8 +83,10 @@ def _known(value: Any, model: type[BaseModel]) -> Any:
     for name, info in model.model_fields.items():
         if name in value:
             nested = info.annotation
-            is_model = isinstance(nested, type) and issubclass(nested, BaseModel)
-            kept[name] = _known(value[name], nested) if is_model else value[name]
+            if isinstance(nested, type) and issubclass(nested, BaseModel):
+                kept[name] = _known(value[name], nested)
+            else:
+                kept[name] = value[name]
     return kept
 
 
