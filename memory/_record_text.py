@@ -5,9 +5,13 @@ from __future__ import annotations
 from ._errors import InvalidArgumentError
 from ._records import Digest, Edge, Episode, Fact, Turn, WorkingEntry
 
-__all__ = ["MAX_TEXT", "Embedded", "checked_text", "embedded_text"]
+__all__ = ["EMBED_RECIPE", "MAX_TEXT", "Embedded", "checked_text", "embedded_text"]
 
 MAX_TEXT = 8000
+# The version of :func:`embedded_text`, recorded in each store beside its embedder: bump it when the
+# text a record is embedded from changes, so a store embedded the old way is reported and
+# ``tiermem reembed`` re-embeds it (a store recording none was embedded by version 1).
+EMBED_RECIPE = 1
 Embedded = Turn | WorkingEntry | Episode | Fact | Edge | Digest
 
 
@@ -18,6 +22,7 @@ def embedded_text(record: Embedded) -> str:
     not embedded: measured, broader terms in the vector cost the default embedder hit@1 and let the
     static one recall more unrelated cues (bench/RESULTS-paraphrase.md, "Retrieval keys"); they are
     searched by full text instead (:func:`~tiermem.memory._index._rows.search_context`).
+    A change here is a new :data:`EMBED_RECIPE`.
     """
     if isinstance(record, Episode):
         return record.summary

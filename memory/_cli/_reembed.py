@@ -1,7 +1,7 @@
-"""``tiermem reembed``: move a store to another embedder, one pass over each table.
+"""``tiermem reembed``: move a store to another embedder or to this code's embedding recipe, one pass per table.
 
-The records never change, only their vectors and the embedder the meta table records, so an
-interrupted run resumes by running again (the store refuses to open half-moved meanwhile).
+The records never change, only their vectors and the embedder and recipe the meta table records,
+so an interrupted run resumes by running again (the store refuses to open half-moved meanwhile).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import numpy as np
 
 from .._embed import resolve_embedder
 from .._errors import ConfigurationError, StoreNotFoundError
-from .._store import REEMBEDDING, Store, stored_meta
+from .._record_text import EMBED_RECIPE
+from .._store import REEMBEDDING, Store, recipe_of, stored_meta
 from .._tiers import embedded_text
 
 __all__ = ["reembed_store"]
@@ -22,13 +23,16 @@ __all__ = ["reembed_store"]
 def reembed_store(
     store: str, embedder: str | None, *, dimensions: int | None = None, echo: Callable[[str], None] = print
 ) -> int:
-    """Re-embed every record of ``store`` with ``embedder`` (None: the shipped default); records re-embedded."""
+    """Re-embed every record of ``store`` with ``embedder`` (None: the shipped default); records re-embedded.
+
+    A store already on that embedder is re-embedded only if its recorded recipe is not this code's.
+    """
     meta = stored_meta(store)
     if not meta:
         raise StoreNotFoundError(f"no tiermem store at {store!r}")
     target = resolve_embedder(embedder, dimensions=dimensions)
-    made = meta.get("embedder_id", "")
-    if made == target.id:
+    made, recipe = meta.get("embedder_id", ""), recipe_of(meta)
+    if made == target.id and recipe == str(EMBED_RECIPE):
         echo(f"tiermem reembed: {store} already uses {target.id}; nothing to do")
         return 0
     if made.startswith(REEMBEDDING) and made != REEMBEDDING + target.id:
@@ -42,7 +46,8 @@ def reembed_store(
         echo(f"  {table}: {len(records)} records")
         return target.embed([embedded_text(r) for r in records])
 
-    echo(f"tiermem reembed: {store}: {made} -> {target.id} ({target.dimensions} dimensions)")
+    recipes = "" if recipe == str(EMBED_RECIPE) else f", embedding recipe {recipe} -> {EMBED_RECIPE}"
+    echo(f"tiermem reembed: {store}: {made} -> {target.id} ({target.dimensions} dimensions){recipes}")
     done = sum(opened.reembed(target.id, target.dimensions, vectors).values())
     echo(f"tiermem reembed: done, {done} records re-embedded; the store now uses {target.id}")
     return done

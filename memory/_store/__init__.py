@@ -6,7 +6,7 @@ Tables and their versions, reads, writes, search, the meta table, leases and mai
 from __future__ import annotations
 
 from ._leases import Lease, Leases
-from ._meta import REEMBEDDING, SCHEMA_VERSION
+from ._meta import REEMBEDDING, SCHEMA_VERSION, recipe_of
 from ._meta_table import stored_meta
 from ._recorded import resolve_options
 from ._store import Store, TableName, Where
@@ -24,6 +24,7 @@ __all__ = [
     "TableName",
     "TierTable",
     "Where",
+    "recipe_of",
     "resolve_options",
     "stored_meta",
 ]

@@ -18,10 +18,11 @@ from lancedb.table import Table as EngineTable
 
 from .._errors import StoreConflictError, StoreMismatchError
 from .._index import SPECS, TableName, records_in, row
+from .._record_text import EMBED_RECIPE
 from .._records import StoredRecord
 from ._creation import stamp_of
 from ._engine_errors import engine_errors
-from ._meta import REEMBEDDING
+from ._meta import RECIPE, REEMBEDDING
 from ._meta_table import MetaTable
 from ._tables import Tables, stamped_schema
 
@@ -161,6 +162,7 @@ class Maintenance:
 
             tables.retry(f"rewrite {name}", rewrite)
             counts[name] = len(records)
-        self._meta.write({"embedder_id": embedder_id, "dimensions": str(dimensions)})
+        # ``vectors`` embeds :func:`embedded_text`, so the store now holds this code's recipe.
+        self._meta.write({"embedder_id": embedder_id, "dimensions": str(dimensions), RECIPE: str(EMBED_RECIPE)})
         tables.embedder_id = embedder_id
         return counts

@@ -1,6 +1,7 @@
 """What a store's meta table must say before anything reads or writes it, and what to tell the user if not.
 
-The meta table pins the schema version and the embedder (id and dimensions) that wrote the vectors.
+The meta table pins the schema version and the embedder (id and dimensions) that wrote the vectors,
+and records the embedding recipe (which text of a record was embedded, :data:`EMBED_RECIPE`).
 The engine work (reading, creating, stamping it) is in :mod:`._store_meta_table`; the decisions and messages are here.
 
 Creating a table is not atomic in Lance (lance#4451): a process that found no meta table, and whose create
@@ -16,14 +17,18 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from .._embedder_ids import embedder_name
 from .._errors import StoreMismatchError, StoreNotFoundError
+from .._record_text import EMBED_RECIPE
 
 __all__ = [
+    "RECIPE",
     "REEMBEDDING",
     "SCHEMA_VERSION",
     "STORE_ID",
     "check_meta",
     "meta_values",
     "mismatch",
+    "recipe_mismatch",
+    "recipe_of",
     "settled_meta",
     "stamp",
     "wanted_meta",
@@ -35,6 +40,8 @@ SCHEMA_VERSION = "2"
 REEMBEDDING = "reembedding:"
 # The meta key naming the creation that made the store; nothing rewrites it (stores made before it lack it).
 STORE_ID = "store_id"
+# The meta key of the embedding recipe the vectors were made with; written at creation and by reembed.
+RECIPE = "embed_recipe"
 
 
 def wanted_meta(embedder_id: str, dimensions: int) -> dict[str, str]:
@@ -42,8 +49,9 @@ def wanted_meta(embedder_id: str, dimensions: int) -> dict[str, str]:
 
 
 def stamp(wanted: Mapping[str, str]) -> list[dict[str, str]]:
-    """The rows a new meta table is created with: ``wanted`` and a store id of this creation's own."""
-    return [{"key": k, "value": v} for k, v in {**wanted, STORE_ID: uuid.uuid4().hex}.items()]
+    """The rows a new meta table is made with: ``wanted``, this code's recipe and a store id of its own."""
+    stamped = {**wanted, RECIPE: str(EMBED_RECIPE), STORE_ID: uuid.uuid4().hex}
+    return [{"key": k, "value": v} for k, v in stamped.items()]
 
 
 def settled_meta(
@@ -126,6 +134,33 @@ def mismatch(uri: str, key: str, stored: Mapping[str, str], wanted: Mapping[str,
         f"not {wanted['embedder_id']!r} ({wanted['dimensions']} dimensions), and vectors of two embedders cannot "
         f"be mixed. Open it with {how} (the same embedder), migrate it once with `tiermem reembed --store {uri} "
         "--embedder NAME` (re-embeds every table and records the new embedder), or use another store"
+    )
+
+
+def recipe_of(stored: Mapping[str, str]) -> str:
+    """The embedding recipe a store's vectors were made with; a store recording none predates recipes: version 1."""
+    return stored.get(RECIPE, "1")
+
+
+def recipe_mismatch(uri: str, stored: Mapping[str, str]) -> str | None:
+    """What to tell the user about a store embedded by another recipe than this code's, or None.
+
+    Its vectors still search (same embedder, same space), but were made from other text than new
+    records' and the cue's are, so they match worse: a WARNING, not a refusal.
+    """
+    recorded = recipe_of(stored)
+    if recorded == str(EMBED_RECIPE):
+        return None
+    made = stored.get("embedder_id", "")
+    name = embedder_name(made)
+    how = f"--embedder {name}" if name else "--embedder NAME (the embedder that made it)"
+    if name == "hashing":  # its width is not in its name
+        how += f" --embedder-dimensions {stored.get('dimensions')}"
+    return (
+        f"store {uri!r} was embedded with recipe {recorded} (which text of a record is embedded), this tiermem "
+        f"embeds with recipe {EMBED_RECIPE}, so its older vectors match cues worse than new ones; "
+        f"re-embed it once with `tiermem reembed --store {uri} {how}` (keeps its embedder {made!r}, "
+        "records the current recipe)"
     )
 
 

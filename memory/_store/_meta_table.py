@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from .._index import SPECS
 from ._engine_errors import engine_errors
-from ._meta import check_meta, settled_meta, stamp, wanted_meta
+from ._meta import check_meta, recipe_mismatch, settled_meta, stamp, wanted_meta
 from ._tables import PRIMARY_KEY, Tables, checked_out, local_uri
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,10 @@ class MetaTable:
         self._tables = tables
 
     def check(self) -> None:
-        """Refuse a store written with another embedder, or without a meta table, before any read or write."""
+        """Refuse a store written with another embedder, or without a meta table, before any read or write.
+
+        A store embedded by another recipe opens, with a WARNING (:func:`recipe_mismatch`).
+        """
         tables = self._tables
         wanted = wanted_meta(tables.embedder_id, tables.dimensions)
         with engine_errors("open the meta table"):
@@ -47,6 +50,8 @@ class MetaTable:
             with engine_errors("read the meta table"):
                 stored = self._settled()
             check_meta(tables.uri, stored, wanted, tables=(), create=False)  # a racing opener may have made it
+        if (message := recipe_mismatch(tables.uri, stored)) is not None:
+            log.warning("%s", message)
 
     def _listed(self) -> dict[str, str]:
         """The meta table a listing showed; another process may be creating it, so wait for its first commit."""

@@ -5,6 +5,10 @@ options, must consolidate alike. So the first writer records its tier and recall
 store's meta table; an option left unset (``None``) takes the recorded value; an explicit option
 that differs from the record is used by this process and reported (a WARNING and
 ``MemoryCapability.option_conflicts``), never written over the record.
+
+A record outlives the models it was written from: a field added since is filled from the model's
+default, and a field since removed is dropped, both when an unset option takes the record and when
+an explicit one is compared with it. So "differs" means: differs from what an unset option would use.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .._errors import ConfigurationError
 from .._options import (
     DigestOptions,
     EpisodicOptions,
@@ -70,6 +75,34 @@ def _recorded(store: Store) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
+def _known(value: Any, model: type[BaseModel]) -> Any:
+    """``value`` as recorded, less the fields ``model`` no longer has (at any depth); absent ones take defaults."""
+    if not isinstance(value, dict):
+        return value
+    kept: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        if name in value:
+            nested = info.annotation
+            if isinstance(nested, type) and issubclass(nested, BaseModel):
+                kept[name] = _known(value[name], nested)
+            else:
+                kept[name] = value[name]
+    return kept
+
+
+def _from_record(recorded: Any, model: type[BaseModel], name: str) -> BaseModel | None:
+    return resolve_tier(_known(recorded, model), model, name)
+
+
+def _differences(recorded: BaseModel | None, used: BaseModel | None) -> tuple[Any, Any]:
+    """The two sides of a conflict, each as JSON; of two models only the fields that differ."""
+    if recorded is None or used is None:
+        return _dump(recorded), _dump(used)
+    was, now = _dump(recorded), _dump(used)
+    differing = [key for key in now if was.get(key) != now[key]]
+    return {key: was.get(key) for key in differing}, {key: now[key] for key in differing}
+
+
 def resolve_options(store: Store, given: Mapping[str, Any], *, record: bool) -> ResolvedOptions:
     """Resolve ``given`` (None = unset) against the store's record; record them if there is none yet and ``record``."""
     recorded = _recorded(store)
@@ -78,15 +111,27 @@ def resolve_options(store: Store, given: Mapping[str, Any], *, record: bool) -> 
     for name, model in _MODELS.items():
         explicit = given.get(name)
         if explicit is None:
-            source = recorded[name] if name in recorded else _DEFAULTS[name]
-            values[name] = resolve_tier(source, model, name)
+            values[name] = (
+                _from_record(recorded[name], model, name)
+                if name in recorded
+                else resolve_tier(_DEFAULTS[name], model, name)
+            )
             continue
         values[name] = resolve_tier(explicit, model, name)
-        if name in recorded and _dump(values[name]) != recorded[name]:
-            conflicts.append(
-                f"{name}: the store {store.uri!r} was created with {json.dumps(recorded[name], sort_keys=True)}, "
-                f"this process uses {json.dumps(_dump(values[name]), sort_keys=True)}"
-            )
+        if name not in recorded:
+            continue
+        try:
+            expected = _from_record(recorded[name], model, name)
+        except ConfigurationError:  # a record this version cannot read (a newer tiermem's?): it differs
+            was, now = recorded[name], _dump(values[name])
+        else:
+            if expected == values[name]:
+                continue
+            was, now = _differences(expected, values[name])
+        conflicts.append(
+            f"{name}: the store {store.uri!r} was created with {json.dumps(was, sort_keys=True)}, "
+            f"this process uses {json.dumps(now, sort_keys=True)}"
+        )
     for conflict in conflicts:
         log.warning("option differs from the store's record (used here, not recorded): %s", conflict)
     if not recorded and record:

@@ -156,6 +156,8 @@ class Store(TypedReads):
     ) -> dict[str, int]:
         """Rewrite every table's vectors with ``vectors(table, records)`` and record the new embedder.
 
+        ``vectors`` embeds each record's ``embedded_text``; the store then records this code's recipe.
+
         For ``tiermem reembed``; needs the store to itself. While it runs the meta table names neither
         embedder, so nothing opens the store half-migrated; after an interruption, run it again.
         Returns the rows re-embedded per table.

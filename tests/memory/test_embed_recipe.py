@@ -1,0 +1,117 @@
+"""The embedding recipe (which text of a record is embedded) is recorded beside the embedder: a store
+embedded by another recipe is reported, and ``tiermem reembed`` re-embeds it and records this one."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import lancedb
+import numpy as np
+import pytest
+
+from tiermem import HashingEmbedder, MemoryContext, Store, create_memory_capability
+from tiermem.memory._cli._main import main as cli_main
+from tiermem.memory._record_text import EMBED_RECIPE, embedded_text
+from tiermem.memory._store import recipe_of, stored_meta
+from tiermem.memory._store._meta import RECIPE
+
+EMBEDDER = HashingEmbedder(64)
+CTX = MemoryContext(user_id="u-1")
+FACTS = ["I am allergic to peanuts.", "I moved from Berlin to Lisbon last month.", "I play the cello."]
+
+
+def _store(tmp_path: Path) -> str:
+    path = str(tmp_path / "store")
+    cap = create_memory_capability(store=path, embedder=EMBEDDER)
+    for text in FACTS:
+        cap.tiers.add_semantic_fact(CTX, text)
+    return path
+
+
+def _set_recipe(path: str, recipe: str | None) -> None:
+    """The meta row as another tiermem wrote it: ``recipe``, or none (a store made before recipes)."""
+    meta = lancedb.connect(path).open_table("meta")
+    if recipe is None:
+        meta.delete(f"key = '{RECIPE}'")
+    else:
+        meta.update(where=f"key = '{RECIPE}'", values={"value": recipe})
+
+
+@pytest.fixture
+def older_recipe(tmp_path: Path) -> str:
+    """A store whose facts were embedded by an earlier recipe (another text per record), recording it as 0."""
+    path = _store(tmp_path)
+    store = Store(path, embedder_id=EMBEDDER.id, dimensions=EMBEDDER.dimensions)
+    facts = create_memory_capability(store=path, embedder=EMBEDDER).tiers.facts(CTX)
+    store.upsert("facts", facts, EMBEDDER.embed([f"{f.subject}: {f.text}" for f in facts]))
+    _set_recipe(path, "0")
+    return path
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def _stored_vectors(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """The facts' vectors as stored, and as this code embeds the same records afresh."""
+    cap = create_memory_capability(store=path, embedder=EMBEDDER)
+    facts = sorted(cap.tiers.facts(CTX), key=lambda f: f.id)
+    rows = {r["id"]: r["vector"] for r in cap.tiers.store.table("facts").to_arrow().to_pylist()}
+    stored = np.asarray([rows[f.id] for f in facts], dtype=np.float32)
+    return stored, EMBEDDER.embed([embedded_text(f) for f in facts])
+
+
+def test_a_new_store_records_this_codes_recipe(tmp_path: Path) -> None:
+    assert stored_meta(_store(tmp_path))[RECIPE] == str(EMBED_RECIPE)
+
+
+def test_a_store_made_before_recipes_counts_as_recipe_1_and_opens_silently(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = _store(tmp_path)
+    _set_recipe(path, None)
+    assert RECIPE not in stored_meta(path) and recipe_of(stored_meta(path)) == "1"
+
+    with caplog.at_level(logging.WARNING, logger="tiermem"):
+        create_memory_capability(store=path, embedder=EMBEDDER)
+        create_memory_capability(store=path, embedder=EMBEDDER, create=False)
+
+    assert _warnings(caplog) == []
+
+
+@pytest.mark.parametrize("create", [True, False], ids=["writer", "read-only"])
+def test_a_store_of_another_recipe_is_reported_with_the_way_out(
+    create: bool, older_recipe: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="tiermem"):
+        create_memory_capability(store=older_recipe, embedder=EMBEDDER, create=create)
+
+    [message] = _warnings(caplog)
+    assert (
+        f"embedded with recipe 0 (which text of a record is embedded), this tiermem embeds with recipe {EMBED_RECIPE}"
+        in message
+    )
+    assert f"`tiermem reembed --store {older_recipe} --embedder hashing --embedder-dimensions 64`" in message
+    stored, fresh = _stored_vectors(older_recipe)
+    assert not np.allclose(stored, fresh)  # what the warning is about
+
+
+def test_reembed_moves_a_store_to_this_recipe_with_its_embedder(
+    older_recipe: str, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = ["reembed", "--store", older_recipe, "--embedder", "hashing", "--embedder-dimensions", "64"]
+    assert cli_main(command) == 0
+    out = capsys.readouterr().out
+    assert f"{EMBEDDER.id} -> {EMBEDDER.id} (64 dimensions), embedding recipe 0 -> {EMBED_RECIPE}" in out
+    assert f"done, {len(FACTS)} records re-embedded" in out
+
+    assert stored_meta(older_recipe)[RECIPE] == str(EMBED_RECIPE)
+    assert stored_meta(older_recipe)["embedder_id"] == EMBEDDER.id
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tiermem"):
+        stored, fresh = _stored_vectors(older_recipe)
+    assert _warnings(caplog) == []
+    np.testing.assert_allclose(stored, fresh, rtol=0, atol=1e-6)
+    assert cli_main(command) == 0
+    assert "nothing to do" in capsys.readouterr().out
