@@ -74,10 +74,23 @@ def test_every_module_is_importable_first(packages_first: dict[str, FirstImport]
         return parent if parent in PACKAGES else public_package(parent)
 
     later = sorted(
-        name for name in MODULES if name not in PACKAGES and name not in packages_first[public_package(name)].loaded
+        name
+        for name in MODULES
+        if name not in PACKAGES
+        and name.rpartition(".")[2] != "__main__"  # an entry script: run (``python -m``), never imported
+        and name not in packages_first[public_package(name)].loaded
     )
-    assert set(MODULES) <= {n for f in packages_first.values() for n in f.loaded} | set(later)
-    failed = [(f.module, f.error) for f in two_at_a_time(lambda m: import_first(m, tmp_path), later) if f.error]
+    assert set(MODULES) <= {n for f in packages_first.values() for n in f.loaded} | set(later) | {
+        n for n in MODULES if n.endswith(".__main__")
+    }
+    # The same argument one level down: a private folder's first import (``tiermem.memory._cli``) is the
+    # first import of every module it loads, so only what the folders leave for later needs its own.
+    folders = [name for name in later if MODULES[name].is_package]
+    done = two_at_a_time(lambda m: import_first(m, tmp_path), folders)
+    loaded = {n for f in done for n in f.loaded}
+    rest = [name for name in later if name not in folders and name not in loaded]
+    done += two_at_a_time(lambda m: import_first(m, tmp_path), rest)
+    failed = [(f.module, f.error) for f in done if f.error]
     assert not failed
 
 
