@@ -34,6 +34,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Literal
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -133,7 +134,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    pca: int | str | None
+    pca: int | Literal["auto"] | None
     if args.pca_dims.lower() == "none":
         pca = None
     elif args.pca_dims.lower() == "auto":

@@ -55,6 +55,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -199,7 +200,8 @@ def bm25_tokens(text: str) -> list[str]:
 
 def unit(m: np.ndarray) -> np.ndarray:
     m = np.asarray(m, dtype=np.float32)
-    return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+    normed: np.ndarray = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+    return normed
 
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -207,7 +209,8 @@ Score = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (docs matrix, one quer
 
 
 def dot(docs: np.ndarray, q: np.ndarray) -> np.ndarray:
-    return docs @ q
+    scores: np.ndarray = docs @ q
+    return scores
 
 
 @dataclass
@@ -230,12 +233,14 @@ def split_scores(dims: int) -> tuple[Score, Score]:
     """Scores for [static | onnx] concatenations: the mean of both cosines, and static top-N re-ranked by onnx."""
 
     def mean(docs: np.ndarray, q: np.ndarray) -> np.ndarray:
-        return (docs[:, :dims] @ q[:dims] + docs[:, dims:] @ q[dims:]) / 2
+        both: np.ndarray = (docs[:, :dims] @ q[:dims] + docs[:, dims:] @ q[dims:]) / 2
+        return both
 
     def rerank(docs: np.ndarray, q: np.ndarray) -> np.ndarray:
         first = docs[:, :dims] @ q[:dims]
         if len(first) <= RERANK_DEPTH:
-            return docs[:, dims:] @ q[dims:]
+            second: np.ndarray = docs[:, dims:] @ q[dims:]
+            return second
         top = np.argpartition(-first, RERANK_DEPTH)[:RERANK_DEPTH]
         out = np.full(len(first), -10.0, dtype=np.float32)
         out[top] = docs[top, dims:] @ q[dims:]
@@ -473,7 +478,7 @@ def dist_mb(name: str) -> float:
 
 
 def dependency_rows() -> list[tuple[str, str, float | None, str]]:
-    rows = []
+    rows: list[tuple[str, str, float | None, str]] = []
     for name, why in [
         ("onnxruntime", "onnx-* rows (new core dependency)"),
         ("flatbuffers", "onnxruntime's (new)"),
@@ -497,7 +502,7 @@ def fmt(v: float | None, spec: str) -> str:
     return format(v, spec)
 
 
-def report(rows: list[dict], deps: list[tuple[str, str, float | None, str]], meta: dict[str, str]) -> str:
+def report(rows: list[dict[str, Any]], deps: list[tuple[str, str, float | None, str]], meta: dict[str, str]) -> str:
     lines = [
         f"Run: {meta['when']}, {meta['machine']}; paraphrases: {meta['para']}; LoCoMo dev: {meta['dev']}; "
         f"disjoint: {meta['disjoint']}.",
@@ -577,9 +582,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cpu threads available: {os.cpu_count()}", file=sys.stderr)
 
     bm_dev, bm_disjoint = bm25_rankings(convs, queries), bm25_rankings(dconvs, dqueries)
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for c in build_candidates(args):
-        row: dict = {"name": c.name, "size_mb": c.size_mb, "load_s": c.load_s, "note": c.note}
+        row: dict[str, Any] = {"name": c.name, "size_mb": c.size_mb, "load_s": c.load_s, "note": c.note}
         row["timing_only"] = c.timing_only
         if not c.timing_only:
             row.update(paraphrase_metrics(c, para))

@@ -171,7 +171,7 @@ def export_fp32(src: Path, path: Path) -> None:
 
     model = AutoModel.from_pretrained(str(src), attn_implementation="eager").eval()
 
-    class Encoder(torch.nn.Module):
+    class Encoder(torch.nn.Module):  # type: ignore[misc]  # torch is untyped here (optional, not installed)
         def __init__(self, bert: torch.nn.Module) -> None:
             super().__init__()
             self.bert = bert

@@ -42,9 +42,10 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tiermem as memory
 from tiermem.memory._identity import edge_id
@@ -126,10 +127,14 @@ def make_facts(size: Size, rng: random.Random, now: datetime) -> list[memory.Fac
 
 def write(mem: memory.MemoryCapability, edges: Sequence[memory.Edge], facts: Sequence[memory.Fact]) -> float:
     started = time.perf_counter()
-    for table, records in (("edges", edges), ("facts", facts)):
+
+    def put(table: Literal["edges", "facts"], records: Sequence[memory.Edge | memory.Fact]) -> None:
         for start in range(0, len(records), BATCH):
             batch = list(records[start : start + BATCH])
-            mem.store.upsert(table, batch, mem.embedder.embed([r.text for r in batch]))  # type: ignore[arg-type]
+            mem.store.upsert(table, batch, mem.embedder.embed([r.text for r in batch]))
+
+    put("edges", edges)
+    put("facts", facts)
     mem.store.optimize(cleanup_older_than=timedelta(0))
     return time.perf_counter() - started
 
@@ -267,15 +272,15 @@ def run(size: Size, seed: int) -> tuple[list[str], dict[str, Any]]:
         entities = [rng.choice(names) for _ in range(size.queries)]
         pairs = [(rng.choice(names), rng.choice(names)) for _ in range(size.queries)]
         conn_ms, base_conn_ms = paired(
-            [lambda e=e: mem.relations.connections(ctx, e) for e in entities],
-            [lambda e=e: adjacency.neighbours(e) for e in entities],
+            [partial(mem.relations.connections, ctx, e) for e in entities],
+            [partial(adjacency.neighbours, e) for e in entities],
         )
-        nx_conn_ms = series([lambda e=e: graph.neighbours(e) for e in entities])
+        nx_conn_ms = series([partial(graph.neighbours, e) for e in entities])
         relate_ms, base_relate_ms = paired(
-            [lambda a=a, b=b: mem.relations.relate(ctx, a, b) for a, b in pairs],
-            [lambda a=a, b=b: adjacency.path(a, b) for a, b in pairs],
+            [partial(mem.relations.relate, ctx, a, b) for a, b in pairs],
+            [partial(adjacency.path, a, b) for a, b in pairs],
         )
-        nx_relate_ms = series([lambda a=a, b=b: graph.path(a, b) for a, b in pairs])
+        nx_relate_ms = series([partial(graph.path, a, b) for a, b in pairs])
         version_ms = series([lambda: mem.store.version("edges")] * size.queries)
         alias_ms = series([lambda: mem.tiers.aliases(ctx)] * size.queries)
 

@@ -359,8 +359,10 @@ async def _run_once(variant: Variant, hist: list[dict[str, Any]], speaker: str, 
     _count_store_calls(mem, result)
     concurrency = int(config.rsplit("c", 1)[1])
     started = time.perf_counter()
-    window = {} if variant.window is None else {"observe_window": variant.window}
-    report = await mem.import_conversations(ctx, hist, concurrency=concurrency, **window)
+    if variant.window is None:
+        report = await mem.import_conversations(ctx, hist, concurrency=concurrency)
+    else:
+        report = await mem.import_conversations(ctx, hist, concurrency=concurrency, observe_window=variant.window)
     result.seconds = time.perf_counter() - started
     result.deferred = report.deferred
     result.episodes = report.episodes

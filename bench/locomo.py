@@ -126,7 +126,7 @@ def flatten(items: Sequence[Any], turn_dia: dict[str, str], limit: int = max(KS)
 def item_kind(item: Any) -> str:
     if item.metadata.get("kind") == "turn":
         return "turn log"
-    return {"episodic": "episode", "semantic": "fact"}.get(item.tier, item.tier)
+    return {"episodic": "episode", "semantic": "fact"}.get(item.tier, str(item.tier))
 
 
 def flatten_sources(items: Sequence[Any], turn_dia: dict[str, str], limit: int = 10) -> list[tuple[str, str]]:
@@ -269,7 +269,7 @@ class Reach:
     in_episode_text: set[str]  # turns whose observation text made it into an episode summary
     in_fact_text: set[str]  # turns whose observation text became a fact
     fine: dict[str, list[str]]  # episode/fact id -> dia_ids whose observations its text contains
-    counts: dict[str, int]
+    counts: dict[str, float]
     obs_by_speaker: dict[str, tuple[int, int]]  # speaker -> (turns observed, turns)
 
 

@@ -48,6 +48,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -104,7 +105,8 @@ class PrecomputedEmbedder:
         return self._inner.dimensions
 
     def vector(self, text: str) -> np.ndarray:
-        return self._table[text]
+        found: np.ndarray = self._table[text]
+        return found
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if texts and all(t in self._table for t in texts):
@@ -154,7 +156,8 @@ class RandomNormalEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         out = self._rng.standard_normal((len(texts), self.dimensions), dtype=np.float32)
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
+        normed: np.ndarray = out / np.linalg.norm(out, axis=1, keepdims=True)
+        return normed
 
 
 # -- building -------------------------------------------------------------------------------
@@ -380,12 +383,13 @@ def lance_settings(store: Store, where: Where) -> dict[str, Callable[[str], list
         *, prefilter: bool = True, fast: bool = False, columns: Sequence[str], limit: int
     ) -> Callable[[str], list[str]]:
         def search(cue: str) -> list[str]:
-            q = table.search(_fts_query(fts_cue(cue)), query_type="fts")
+            # lancedb types search() as its base builder; with query_type="fts" it is the full-text one
+            q: Any = table.search(_fts_query(fts_cue(cue)), query_type="fts")
             if fast:
                 q = q.fast_search()
             # "_score" named: LanceDB 0.40 warns on every full-text search whose projection leaves it out.
-            rows = q.where(where.sql(), prefilter=prefilter).select([*columns, "user_id", "_score"])
-            rows = rows.limit(limit).to_list()
+            selected = q.where(where.sql(), prefilter=prefilter).select([*columns, "user_id", "_score"])
+            rows: list[dict[str, Any]] = selected.limit(limit).to_list()
             return [r["id"] for r in rows if r["user_id"] == user][:POOL]
 
         return search

@@ -77,6 +77,7 @@ if __name__ == "__main__":
         sam, kim = {"X-User-Id": "sam"}, {"X-User-Id": "kim"}
         client.post("/chat", json={"session_id": "s1", "message": "I'm vegetarian, no meat."}, headers=sam)
         ask = {"session_id": "s1", "message": "Dinner ideas for a vegetarian?"}
+        assert client.portal is not None  # the client runs the app's event loop while the block is open
         client.portal.call(mem.flush)  # a test waits for the observer; a server does not need to
         second = client.post("/chat", json=ask, headers=sam)
         other = client.post("/chat", json={**ask, "session_id": "k1"}, headers=kim)

@@ -24,7 +24,8 @@ Retrieval keys from a fixed lexicon: ``FunctionModel(Lexicon.load(path).attach(a
 observation and every added or updated fact the broader terms of its words (``peanuts`` -> ``nut``,
 ``food``) where ``answer`` gave none, so the effect of the keys is measured apart from any model.
 
-:class:`Where`, the store's filter, for tests that read a :class:`~tiermem.Store` directly:
+``TableName`` and :class:`Where`, the store's table names and filter, for tests that read a
+:class:`~tiermem.Store` directly:
 ``store.query("facts", Where(eq={"user_id": "u1"}))``.
 """
 
@@ -48,6 +49,7 @@ from ._filters import Where
 from ._llm import allow_real_requests, context_window_exceeded, install_fake_provider, message_tokens
 from ._records import MAX_KEYS
 from ._stage import StageCall
+from ._store import TableName
 
 __all__ = [
     "FrozenClock",
@@ -58,6 +60,7 @@ __all__ = [
     "Reply",
     "ScriptedModel",
     "StageCall",
+    "TableName",
     "Where",
     "forbid_real_model_requests",
 ]

@@ -7,7 +7,7 @@ with its :class:`StageCall` (the stage object, its typed input, the output schem
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,8 @@ __all__ = [
 
 Messages = list[dict[str, Any]]
 AnyCall = StageCall[Any, Any]
-StageReply = Callable[[Messages, AnyCall], "str | dict[str, Any]"]
+# A reply function may be async (it may wait, to let another call start), as FunctionModel allows.
+StageReply = Callable[[Messages, AnyCall], "str | dict[str, Any] | Awaitable[str | dict[str, Any]]"]
 
 
 def default_reply(call: AnyCall) -> dict[str, Any]:
@@ -40,11 +41,11 @@ def default_reply(call: AnyCall) -> dict[str, Any]:
         said = [m.content for m in inputs.messages if (m.name or m.role) == "user" and m.content]
         return {"observations": [{"subject": "user", "kind": "fact", "text": text, "salience": 0.6} for text in said]}
     if isinstance(inputs, observe_window.Input):  # each turn as the observe answer above, numbered by its turn
-        said = [
+        numbered = [
             (n, m.content) for n, t in enumerate(inputs.turns, 1) for m in t.messages if (m.name or m.role) == "user"
         ]
         observations = [{"subject": "user", "kind": "fact", "text": text, "salience": 0.6, "turn": n}
-                        for n, text in said if text]  # fmt: skip
+                        for n, text in numbered if text]  # fmt: skip
         return {"observations": observations}
     if isinstance(inputs, encode_episode.Input):
         summary = " ".join(e.text for e in inputs.entries) or "The user chatted."
@@ -86,7 +87,7 @@ def stage_model(
     """
     chosen = dict(replies or {})
 
-    def answer(messages: Messages, call: AnyCall) -> str | dict[str, Any]:
+    def answer(messages: Messages, call: AnyCall) -> str | dict[str, Any] | Awaitable[str | dict[str, Any]]:
         reply = chosen.get(call.stage)
         if reply is None:
             return default_reply(call)

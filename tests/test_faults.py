@@ -27,7 +27,7 @@ from tests.faults.model import Faults, TokenModel
 from tests.faults.scenarios import build, failing_model, faulty, kill_9, two_workers, two_writers
 from tiermem import MemoryContext
 
-pytestmark = pytest.mark.filterwarnings(r"ignore:Items? .* `ReadOnly` qualifier:UserWarning")
+pytestmark = [pytest.mark.filterwarnings(r"ignore:Items? .* `ReadOnly` qualifier:UserWarning"), pytest.mark.slow]
 
 
 async def test_a_failing_model_loses_and_doubles_nothing(tmp_path: Path) -> None:

@@ -59,6 +59,7 @@ def test_package_is_importable_first(package: str, packages_first: dict[str, Fir
     assert not packages_first[package].error, packages_first[package].stderr
 
 
+@pytest.mark.slow
 def test_every_module_is_importable_first(packages_first: dict[str, FirstImport], tmp_path: Path) -> None:
     """Each module of ours is the first import of a fresh interpreter.
 

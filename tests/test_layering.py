@@ -53,7 +53,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "_write": frozenset(
         {"vocabulary", "_store", "_llm", "_embed", "_tiers", "_recall", "_govern", "_read", "pipelines", "jobs"}
     ),
-    "testing": frozenset({"vocabulary", "_embed", "_llm", "prompts"}),
+    "testing": frozenset({"vocabulary", "_store", "_embed", "_llm", "prompts"}),
     "_cli": frozenset({"vocabulary", "_store", "_embed", "_tiers", "_govern", "_read", "_write", "testing"}),
     FACADE: frozenset({"vocabulary", *FOLDERS}) - {"_index", "_cli"},
 }

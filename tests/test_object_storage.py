@@ -27,7 +27,7 @@ from tiermem.memory.testing import FrozenClock
 
 # litellm imports some modules lazily on the first model call; one trips a pydantic UserWarning
 # that pyproject's filterwarnings="error" would turn into a failed stage.
-pytestmark = pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")
+pytestmark = [pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning"), pytest.mark.slow]
 
 WORKERS_DONE = 180.0  # seconds: a bound for a slow CI machine, not an expected duration
 

@@ -24,7 +24,7 @@ from tests.subprocesses import clean_env, run_python
 
 # One worker runs this module (pytest-xdist --dist loadgroup), so that the wheel (built) is
 # built once, on one worker.
-pytestmark = pytest.mark.xdist_group("packaging")
+pytestmark = [pytest.mark.xdist_group("packaging"), pytest.mark.slow]
 OLD_TOP_LEVEL = set(SUBPACKAGES)
 PROJECT_FILES = ("pyproject.toml", "README.md", "LICENSE", "tiermem", *SUBPACKAGES)
 ASSETS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "memory" / "_assets").rglob("*") if p.is_file())

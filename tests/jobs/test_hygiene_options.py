@@ -12,11 +12,11 @@ from tiermem import Edge, Episode, Fact, HygieneOptions, MemoryContext, MemorySy
 from tiermem.jobs import run_janitor
 from tiermem.jobs._janitor import STEPS
 from tiermem.memory._identity import edge_id, episode_id
-from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall, Where
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall, TableName, Where
 from tiermem.prompts import compact
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")
-TABLES = ("working", "episodes", "facts", "digests", "edges", "turns", "aliases")
+TABLES: tuple[TableName, ...] = ("working", "episodes", "facts", "digests", "edges", "turns", "aliases")
 TEN_YEARS = timedelta(days=3653)
 
 
@@ -89,8 +89,8 @@ async def refresh(mem: MemorySystem, ctx: MemoryContext, facts: list[Fact]) -> N
 
 def dump(mem: MemorySystem) -> dict[str, Any]:
     """Every record of every table, and each table's version."""
-    rows = {t: sorted(r.model_dump_json() for r in mem.store.query(t, Where(eq={}))) for t in TABLES}  # type: ignore[arg-type]
-    return {"rows": rows, "versions": {t: mem.store.version(t) for t in TABLES}}  # type: ignore[arg-type]
+    rows = {t: sorted(r.model_dump_json() for r in mem.store.query(t, Where(eq={}))) for t in TABLES}
+    return {"rows": rows, "versions": {t: mem.store.version(t) for t in TABLES}}
 
 
 def test_every_step_has_a_documented_switch() -> None:

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -16,7 +16,7 @@ import tiermem as memory
 from tiermem import Edge, Episode, Fact, MemoryContext, MemorySystem, system
 from tiermem.jobs import run_janitor
 from tiermem.memory._identity import edge_id, episode_id
-from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall, Where
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall, TableName, Where
 from tiermem.pipelines import _rules as rules
 from tiermem.prompts import compact
 
@@ -25,7 +25,7 @@ ZERO_CLEANUP_WARNING = r"ignore:optimize\(cleanup_older_than=0\):UserWarning"
 # litellm imports some modules lazily on the first fake-model call; one of them trips a pydantic
 # UserWarning that pyproject's filterwarnings="error" would turn into a failed model call.
 pytestmark = pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")
-TABLES = ("working", "episodes", "facts", "digests", "edges", "turns", "aliases")
+TABLES: tuple[TableName, ...] = ("working", "episodes", "facts", "digests", "edges", "turns", "aliases")
 HALF_LIFE = timedelta(days=10)
 # 0.8 * 0.5 ** (t / 10 days) < 0.15  <=>  t > 10 * log2(0.8 / 0.15) days = 24.15 days
 DAYS_TO_FLOOR = 24.15
@@ -49,7 +49,10 @@ def edge(ctx: MemoryContext, source: str, relation: str, target: str, when: date
     )
 
 
-def episode(ctx: MemoryContext, session_id: str, ended: datetime, status: str) -> Episode:
+EpisodeStatus = Literal["pending", "consolidated", "failed", "expired", "parked"]
+
+
+def episode(ctx: MemoryContext, session_id: str, ended: datetime, status: EpisodeStatus) -> Episode:
     return Episode(
         id=episode_id(ctx, session_id=session_id),
         namespace=ctx.namespace,
@@ -60,14 +63,14 @@ def episode(ctx: MemoryContext, session_id: str, ended: datetime, status: str) -
         ended_at=ended,
         created_at=ended,
         updated_at=ended,
-        status=status,  # type: ignore[arg-type]
+        status=status,
     )
 
 
 def snapshot(mem: MemorySystem) -> dict[str, Any]:
     """Every record of every table plus each table's version: what "changes nothing" compares."""
-    rows = {t: sorted(r.model_dump_json() for r in mem.store.query(t, Where(eq={}))) for t in TABLES}  # type: ignore[arg-type]
-    return {"rows": rows, "versions": {t: mem.store.version(t) for t in TABLES}}  # type: ignore[arg-type]
+    rows = {t: sorted(r.model_dump_json() for r in mem.store.query(t, Where(eq={}))) for t in TABLES}
+    return {"rows": rows, "versions": {t: mem.store.version(t) for t in TABLES}}
 
 
 def say(text: str) -> list[dict[str, str]]:
@@ -226,8 +229,8 @@ async def test_episodes_older_than_the_ttl_expire_with_their_session(
 
     report = await run_janitor(mem, now)
 
-    def rows(table: str, session: str) -> int:
-        return mem.store.count(table, Where(eq={**mem.tiers.scope(old_ctx), "session_id": session}))  # type: ignore[arg-type]
+    def rows(table: TableName, session: str) -> int:
+        return mem.store.count(table, Where(eq={**mem.tiers.scope(old_ctx), "session_id": session}))
 
     left = {e.session_id: e.status for e in mem.tiers.episodes(old_ctx)}
     (fact,) = [f for f in await mem.facts(old_ctx) if "cello" in f.text]

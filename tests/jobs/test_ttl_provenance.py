@@ -17,13 +17,13 @@ import pytest
 from tiermem import Edge, MemoryContext, MemorySystem, Turn, system
 from tiermem.jobs import close_idle_sessions, run_janitor
 from tiermem.memory._identity import edge_id
-from tiermem.memory.testing import FrozenClock, HashingEmbedder, Where
+from tiermem.memory.testing import FrozenClock, HashingEmbedder, TableName, Where
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")
 BASE = MemoryContext(user_id="sam")
 FIRST = datetime(2026, 3, 2, 18, 0, tzinfo=UTC)
 TTL = timedelta(days=30)
-TABLES = ("working", "episodes", "facts", "digests", "edges", "turns", "aliases")
+TABLES: tuple[TableName, ...] = ("working", "episodes", "facts", "digests", "edges", "turns", "aliases")
 
 
 @pytest.fixture
@@ -57,8 +57,8 @@ async def mem(tmp_path: Path, clock: FrozenClock) -> MemorySystem:
     return mem
 
 
-def _rows(mem: MemorySystem, table: str) -> list[Any]:
-    return mem.store.query(table, Where(eq=mem.tiers.scope(BASE)))  # type: ignore[arg-type]
+def _rows(mem: MemorySystem, table: TableName) -> list[Any]:
+    return mem.store.query(table, Where(eq=mem.tiers.scope(BASE)))
 
 
 def assert_nothing_dangles(mem: MemorySystem) -> None:
@@ -82,8 +82,8 @@ def _fact(mem: MemorySystem, word: str) -> Any:
 
 
 def dump(mem: MemorySystem) -> dict[str, Any]:
-    rows = {t: sorted(r.model_dump_json() for r in mem.store.query(t, Where(eq={}))) for t in TABLES}  # type: ignore[arg-type]
-    return {"rows": rows, "versions": {t: mem.store.version(t) for t in TABLES}}  # type: ignore[arg-type]
+    rows = {t: sorted(r.model_dump_json() for r in mem.store.query(t, Where(eq={}))) for t in TABLES}
+    return {"rows": rows, "versions": {t: mem.store.version(t) for t in TABLES}}
 
 
 async def test_expiry_keeps_only_the_turns_live_facts_cite(mem: MemorySystem) -> None:

@@ -22,6 +22,8 @@ from tiermem import ConfigurationError, MemoryContext, MemorySystem, system
 from tiermem.jobs import JOBS
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
+pytestmark = pytest.mark.slow
+
 STARTUP = 120.0  # seconds: bounds for a slow CI machine, not expected durations
 SHUTDOWN = 60.0
 

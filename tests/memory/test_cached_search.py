@@ -194,9 +194,13 @@ async def test_recall_skips_the_engines_version_reads_and_still_sees_another_wri
         await mine.add_semantic_fact(ctx, text)
     await mine.recall(ctx, "Lisbon", limit=5, tiers=["semantic"])  # the user's rows and words cached
     reads: list[str] = []
-    engine_version = LanceTable.version.fget
-    assert engine_version is not None
-    monkeypatch.setattr(LanceTable, "version", property(lambda t: reads.append(t.name) or engine_version(t)))
+    engine_version = LanceTable.__dict__["version"]  # the property itself, to call its getter
+
+    def counted(table: LanceTable) -> int:
+        reads.append(table.name)
+        return int(engine_version.fget(table))
+
+    monkeypatch.setattr(LanceTable, "version", property(counted))
     monkeypatch.setattr(_versions, "_SETTLED_NS", 0)
     for folder in Path(store_path).glob("*.lance/_versions"):
         _aged(folder)

@@ -106,7 +106,7 @@ async def test_always_invalid_keeps_the_turn_pending_with_its_error(build: Build
 
 @pytest.mark.parametrize("broken", [_not_json, _provider_down], ids=["invalid-output", "provider-error"])
 async def test_retry_pending_finishes_the_turn_once_the_model_behaves(
-    build: Builder, ctx: MemoryContext, broken: Callable[[list[dict[str, Any]]], Any]
+    build: Builder, ctx: MemoryContext, broken: Callable[[list[dict[str, Any]], AnyCall], Any]
 ) -> None:
     switch = Switch()
     mem = build(_flaky(switch, broken).model)

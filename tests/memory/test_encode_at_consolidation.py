@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.fakes import AnyCall, Switch, calls_for, default_reply, messages_of, session, stage_model
-from tiermem import MemoryContext, MemorySystem, system
+from tiermem import Episode, MemoryContext, MemorySystem, system
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, Where
 from tiermem.prompts import consolidate, digest, encode_consolidate, encode_episode, observe
 
@@ -96,6 +96,7 @@ async def test_the_episode_vector_is_the_models_summary(build: Builder, ctx: Mem
     where = Where(eq={"namespace": ctx.namespace, "user_id": ctx.user_id})
     query = mem.tiers.embed([episode.summary])[0]
     (hit,) = mem.store.vector_search("episodes", query, where, limit=1)
+    assert isinstance(hit.record, Episode)
     assert hit.record.summary.startswith("Zebra crossing talk")
     assert np.allclose(hit.vector, query, atol=1e-5)  # re-embedded, not the provisional summary's vector
 
@@ -258,7 +259,7 @@ async def test_digest_makes_no_call_when_nothing_it_was_written_from_changed(
 async def test_a_failing_model_loses_and_doubles_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.faults import scenarios
 
-    real = scenarios.system
+    real = system
     monkeypatch.setattr(scenarios, "system", lambda **options: real(**options, episodic=COMBINED))
     outcome = await scenarios.failing_model(tmp_path, users=2, sessions=4, turns=5, seed=11)  # 40 turns
 

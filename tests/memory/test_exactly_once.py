@@ -13,7 +13,7 @@ import pytest
 
 from tests.fakes import AnyCall, Switch, calls_for, default_reply, messages_of, session, stage_model
 from tiermem import EmbedderError, MemoryContext, MemorySystem, system
-from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, Where
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, TableName, Where
 from tiermem.prompts import observe
 
 Builder = Callable[..., MemorySystem]
@@ -30,8 +30,8 @@ def build(store_path: str, embedder: HashingEmbedder, clock: FrozenClock) -> Bui
     return make
 
 
-def _rows(mem: MemorySystem, table: str, ctx: MemoryContext) -> list[Any]:
-    return list(mem.store.query(table, Where(eq={"namespace": ctx.namespace, "user_id": ctx.user_id})))  # type: ignore[arg-type]
+def _rows(mem: MemorySystem, table: TableName, ctx: MemoryContext) -> list[Any]:
+    return list(mem.store.query(table, Where(eq={"namespace": ctx.namespace, "user_id": ctx.user_id})))
 
 
 def _observer_down(switch: Switch) -> FunctionModel:

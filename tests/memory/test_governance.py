@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import stage_model
+from tests.fakes import StageReply, stage_model
 from tiermem import (
     Episode,
     Fact,
@@ -26,7 +26,7 @@ from tiermem import (
 )
 from tiermem.jobs import run_janitor
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall
-from tiermem.prompts import compact, consolidate, encode_consolidate, observe
+from tiermem.prompts import Stage, compact, consolidate, encode_consolidate, observe
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")
 
@@ -60,7 +60,7 @@ async def fact_about(mem: MemorySystem, ctx: MemoryContext, word: str) -> Fact:
 
 
 async def every_record(mem: MemorySystem, ctx: MemoryContext) -> list[Any]:
-    items = []
+    items: list[Any] = []
     cursor = None
     while True:
         page = await mem.list(ctx, limit=100, cursor=cursor)
@@ -289,7 +289,11 @@ async def test_a_pin_outlives_an_update_by_the_consolidator(
         return {"operations": [{**update, "text": "Moni is allergic to shellfish and peanuts."}], "edges": []}
 
     said = {"subject": "moni", "kind": "fact", "text": "Moni is allergic to peanuts too.", "salience": 0.9}
-    replies = {consolidate.STAGE: consolidator, encode_consolidate.STAGE: consolidator}  # either path's call
+    # either path's call
+    replies: dict[Stage[Any, Any], StageReply] = {
+        consolidate.STAGE: consolidator,
+        encode_consolidate.STAGE: consolidator,
+    }
     model = stage_model({observe.STAGE: {"observations": [said]}, **replies})
     mem = system(model=model.model, store=store_path, embedder=embedder, clock=clock)
     allergy = await mem.add_semantic_fact(ctx, "Moni is allergic to shellfish.", subject="moni")

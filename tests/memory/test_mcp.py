@@ -32,7 +32,7 @@ from tiermem.memory._cli._mcp import McpConfig, build_server
 
 # One worker runs this module (pytest-xdist --dist loadgroup), so that its shared servers
 # (SharedServers, module_http_server) start once, on one worker.
-pytestmark = pytest.mark.xdist_group("mcp")
+pytestmark = [pytest.mark.xdist_group("mcp"), pytest.mark.slow]
 USER = MemoryContext(user_id="u-1")
 OTHER = MemoryContext(user_id="other")
 OWN_FACT = "The user is allergic to penicillin."

@@ -80,7 +80,7 @@ class Fake:
 
 def _status(code: int, message: str = "") -> Reply:
     def reply() -> str:
-        raise CustomLLMError(status_code=code, message=message or f"HTTP {code}")
+        raise CustomLLMError(status_code=code, message=message or f"HTTP {code}")  # type: ignore[no-untyped-call]  # litellm leaves it untyped
 
     return reply
 
@@ -114,25 +114,25 @@ async def _ask(llm: LLM) -> Output:
 # -- the mapping -----------------------------------------------------------------------------------
 
 _RESPONSE = httpx.Response(403, request=httpx.Request("POST", "https://provider.invalid/v1"))
-_ARGS = {"message": "provider said no", "llm_provider": "openai", "model": "gpt-x"}
+_ARGS: dict[str, Any] = {"message": "provider said no", "llm_provider": "openai", "model": "gpt-x"}
 
 LITELLM_ERRORS: list[tuple[str, Exception, type[ModelError]]] = [
-    ("authentication", litellm.AuthenticationError(**_ARGS), ModelAuthenticationError),
-    ("permission-denied", litellm.PermissionDeniedError(**_ARGS, response=_RESPONSE), ModelPermissionError),
-    ("not-found", litellm.NotFoundError(**_ARGS), ModelNotFoundError),
-    ("bad-request", litellm.BadRequestError(**_ARGS), ModelBadRequestError),
-    ("unprocessable", litellm.UnprocessableEntityError(**_ARGS, response=_RESPONSE), ModelBadRequestError),
-    ("context-window", litellm.ContextWindowExceededError(**_ARGS), ModelContextWindowError),
-    ("content-policy", litellm.ContentPolicyViolationError(**_ARGS), ModelContentPolicyError),
-    ("timeout", litellm.Timeout(**_ARGS), ModelTimeoutError),
-    ("rate-limit", litellm.RateLimitError(**_ARGS), ModelRateLimitError),
-    ("api-connection", litellm.APIConnectionError(**_ARGS), ModelConnectionError),
-    ("service-unavailable", litellm.ServiceUnavailableError(**_ARGS), ModelServerError),
-    ("internal-server-error", litellm.InternalServerError(**_ARGS), ModelServerError),
-    ("bad-gateway", litellm.BadGatewayError(**_ARGS), ModelServerError),
-    ("api-error-500", litellm.APIError(status_code=500, **_ARGS), ModelServerError),
-    ("api-error-401", litellm.APIError(status_code=401, **_ARGS), ModelAuthenticationError),
-    ("api-error-429", litellm.APIError(status_code=429, **_ARGS), ModelRateLimitError),
+    ("authentication", litellm.exceptions.AuthenticationError(**_ARGS), ModelAuthenticationError),
+    ("permission-denied", litellm.exceptions.PermissionDeniedError(**_ARGS, response=_RESPONSE), ModelPermissionError),
+    ("not-found", litellm.exceptions.NotFoundError(**_ARGS), ModelNotFoundError),
+    ("bad-request", litellm.exceptions.BadRequestError(**_ARGS), ModelBadRequestError),
+    ("unprocessable", litellm.exceptions.UnprocessableEntityError(**_ARGS, response=_RESPONSE), ModelBadRequestError),
+    ("context-window", litellm.exceptions.ContextWindowExceededError(**_ARGS), ModelContextWindowError),
+    ("content-policy", litellm.exceptions.ContentPolicyViolationError(**_ARGS), ModelContentPolicyError),
+    ("timeout", litellm.exceptions.Timeout(**_ARGS), ModelTimeoutError),
+    ("rate-limit", litellm.exceptions.RateLimitError(**_ARGS), ModelRateLimitError),
+    ("api-connection", litellm.exceptions.APIConnectionError(**_ARGS), ModelConnectionError),
+    ("service-unavailable", litellm.exceptions.ServiceUnavailableError(**_ARGS), ModelServerError),
+    ("internal-server-error", litellm.exceptions.InternalServerError(**_ARGS), ModelServerError),
+    ("bad-gateway", litellm.exceptions.BadGatewayError(**_ARGS), ModelServerError),
+    ("api-error-500", litellm.exceptions.APIError(status_code=500, **_ARGS), ModelServerError),
+    ("api-error-401", litellm.exceptions.APIError(status_code=401, **_ARGS), ModelAuthenticationError),
+    ("api-error-429", litellm.exceptions.APIError(status_code=429, **_ARGS), ModelRateLimitError),
 ]
 
 
@@ -446,7 +446,7 @@ def test_the_litellm_embedder_raises_the_typed_errors(status: int, expected: typ
 
     def vectors(model: str, texts: list[str]) -> list[list[float]]:
         next(served)
-        raise CustomLLMError(status_code=status, message=f"HTTP {status}")
+        raise CustomLLMError(status_code=status, message=f"HTTP {status}")  # type: ignore[no-untyped-call]  # litellm leaves it untyped
 
     embedder = LiteLLMEmbedder(install_fake_embedder(f"embed-{status}", vectors), dimensions=4, retry_backoff=0.0)
 

@@ -19,6 +19,7 @@ from tiermem import (
     MemoryCapability,
     MemoryContext,
     MemoryItem,
+    Tier,
     approx_tokens,
     create_memory_capability,
 )
@@ -395,7 +396,7 @@ async def test_context_block_respects_the_budget(rich: MemoryCapability, ctx: Me
     assert block.startswith("<memory>") and block.endswith("</memory>")
 
 
-def _aligned_item(i: int, tier: str) -> MemoryItem:
+def _aligned_item(i: int, tier: Tier) -> MemoryItem:
     """A memory whose context line is a multiple of four characters long: no rounding slack per line."""
     text = f"Tennis note {i:02d} ok"
     text += "x" * (-(len(text) + len("- [user] ")) % 4)

@@ -69,7 +69,14 @@ WORKER = textwrap.dedent(
 def _fact(fact_id: str) -> Fact:
     now = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
     return Fact(
-        id=fact_id, subject="user", text=f"fact {fact_id}", created_at=now, updated_at=now, reinforced_at=now, **SCOPE
+        id=fact_id,
+        subject="user",
+        text=f"fact {fact_id}",
+        created_at=now,
+        updated_at=now,
+        reinforced_at=now,
+        namespace=SCOPE["namespace"],
+        user_id=SCOPE["user_id"],
     )
 
 

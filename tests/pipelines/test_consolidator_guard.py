@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import AnyCall, messages_of, stage_model
+from tests.fakes import AnyCall, StageReply, messages_of, stage_model
 from tiermem import LLM, Episode, Fact, MemoryContext, MemorySystem, RelationsOptions, system
 from tiermem.memory._identity import fact_id
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 from tiermem.pipelines import LLMStages, compact_subject, consolidate_episodes
-from tiermem.prompts import compact, consolidate, encode_consolidate, observe
+from tiermem.prompts import Stage, compact, consolidate, encode_consolidate, observe
 
 # litellm lazily imports a module whose pydantic TypedDict warns on every model call; pyproject's
 # filterwarnings="error" would turn that into a failed (deferred) call.
@@ -85,7 +85,10 @@ async def _seeded(
 
     # The same operations whichever stage consolidates (encode_consolidate by default, its input extends the
     # consolidator's): the guard is the same code behind both.
-    replies = {observe.STAGE: MONI_OBSERVED, consolidate.STAGE: consolidate_reply}
+    replies: dict[Stage[Any, Any], StageReply | dict[str, Any]] = {
+        observe.STAGE: MONI_OBSERVED,
+        consolidate.STAGE: consolidate_reply,
+    }
     fake = stage_model({**replies, encode_consolidate.STAGE: consolidate_reply})
     mem = build(fake.model)
     user = await mem.add_semantic_fact(ctx, USER_FACT, subject="user")

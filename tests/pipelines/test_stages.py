@@ -91,7 +91,7 @@ async def test_rules_model_refuses_a_stage_it_does_not_know() -> None:
                     text="Translate.", renderer=lambda inputs: [])  # fmt: skip
 
     with pytest.raises(ModelError, match="no 'translate' stage"):
-        await RulesStages().run(unknown, INPUTS["observe"][1])
+        await RulesStages().run(unknown, observe.Input(messages=list(TURN.messages), now=NOW))
 
 
 @pytest.mark.parametrize("case", list(INPUTS), ids=list(INPUTS))
