@@ -33,7 +33,7 @@ def _recorded_defaults(tmp_path: Path) -> dict[str, Any]:
 
 def _without(record: dict[str, Any], *path: str) -> dict[str, Any]:
     """``record`` as a version without the field at ``path`` wrote it."""
-    out = json.loads(json.dumps(record))
+    out: dict[str, Any] = json.loads(json.dumps(record))
     node = out
     for key in path[:-1]:
         node = node[key]
