@@ -5,7 +5,7 @@ The default is all-MiniLM-L6-v2 exported to ONNX with int8 weights and shipped i
 model2vec distillation of the same model (``minilm-static``, the default before) still ships:
 stores written with it keep opening with it. ``bench/EMBEDDERS.md`` has the figures behind the
 choice; ``tiermem reembed`` moves a store from one embedder to another. Which embedder a name or
-a store's recorded id stands for is :mod:`._embedder_names`.
+a store's recorded id stands for is :mod:`._names`.
 """
 
 from __future__ import annotations

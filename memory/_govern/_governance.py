@@ -169,7 +169,7 @@ class Governance:
         limit: int = 50,
         cursor: str | None = None,
     ) -> MemoryPage:
-        """The blocking body of ``list``; ``where`` filters on captured metadata (see :mod:`._lineage`)."""
+        """The blocking body of ``list``; ``where`` filters on captured metadata (see :mod:`.._tiers._lineage`)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidArgumentError("limit must be an integer between 1 and 1000")
         tiers = list(TIER_TABLES) if tier is None else checked_strings(tier, "tier")

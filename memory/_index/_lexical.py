@@ -4,10 +4,10 @@ LanceDB's full-text search with a user filter walks postings of every user and t
 costs ten milliseconds and more per query on a shared table; the user's own rows, indexed in memory,
 answer in well under one. The index reads what the store's full-text index reads (the ``text`` and
 ``context`` columns, one BM25 per column, the better one counting as in :class:`~lancedb.query.MultiMatchQuery`)
-and splits and stems words as the engine does (:data:`~._text.FTS_CONFIG`: runs of letters and
+and splits and stems words as the engine does (:data:`~.._text.FTS_CONFIG`: runs of letters and
 digits, accents folded, the Snowball English stemmer), dropping the project's stop words
-(:data:`~._text.STOP_WORDS`). Measured on LoCoMo, that recalls what LanceDB's index recalls; the
-project's light stemmer (:func:`~._text.stem`) in its place lost 1 point of R@10 on the dev split
+(:data:`~.._text.STOP_WORDS`). Measured on LoCoMo, that recalls what LanceDB's index recalls; the
+project's light stemmer (:func:`~.._text.stem`) in its place lost 1 point of R@10 on the dev split
 and 2.5 on the disjoint slice (it splits "family" from "families"). It lives on a
 :class:`~._vectors.VectorBlock`, so it is exactly as fresh as the vectors: written through by this
 process's writes, dropped when another process writes.

@@ -1,6 +1,6 @@
 """How records become table rows: which table holds which record type, and the columns every row has.
 
-No engine here: :mod:`._store` turns these rows into LanceDB tables and back.
+No engine here: :mod:`.._store._store` turns these rows into LanceDB tables and back.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ Context window: :attr:`LLM.context_window` is what litellm knows of the model (o
 set); a prompt that exceeds it is refused here, before anything is sent, with
 :class:`ModelContextWindowError`; the pipelines fit their inputs below :meth:`LLM.input_budget`.
 
-Its parts, modules beside it (the only others that import litellm): :mod:`._llm_errors` (the error
-mapping), :mod:`._llm_tokens` (token counts, the window litellm knows) and :mod:`._llm_fakes` (the
+Its parts, modules beside it (the only others that import litellm): :mod:`._error_map` (the error
+mapping), :mod:`._tokens` (token counts, the window litellm knows) and :mod:`._fakes` (the
 in-process fake models). They are imported here, after litellm's environment is set (below).
 """
 

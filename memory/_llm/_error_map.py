@@ -1,4 +1,4 @@
-"""The LLM boundary's error mapping, a part of :mod:`._llm`: where litellm's exceptions become tiermem's.
+"""The LLM boundary's error mapping, a part of :mod:`._client`: where litellm's exceptions become tiermem's.
 
 :func:`map_model_error` is the one place the mapping lives (see :mod:`tiermem.memory._errors` for
 the tree); :func:`retry_delay` says which of the results are retried, and after how long.

@@ -1,4 +1,4 @@
-"""In-process fake models, a part of :mod:`._llm`: ``tiermem-fake/<name>`` routed through litellm to a handler.
+"""In-process fake models, a part of :mod:`._client`: ``tiermem-fake/<name>`` routed through litellm to a handler.
 
 Tests and :mod:`tiermem.memory.testing` install them; every real request can be forbidden meanwhile
 (:func:`~tiermem.memory._llm._client.allow_real_requests`), a fake always answers.

@@ -1,4 +1,4 @@
-"""The LLM boundary's token counts and context windows, a part of :mod:`._llm`, by litellm's counter."""
+"""The LLM boundary's token counts and context windows, a part of :mod:`._client`, by litellm's counter."""
 
 from __future__ import annotations
 

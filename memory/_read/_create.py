@@ -1,5 +1,5 @@
 """The read side: ``create_memory_capability()``, the ``MemoryCapability`` it returns
-(:mod:`._read_side`) and the read-side contract any memory implementation can satisfy, ``MemoryProvider``.
+(:mod:`._capability`) and the read-side contract any memory implementation can satisfy, ``MemoryProvider``.
 """
 
 from __future__ import annotations

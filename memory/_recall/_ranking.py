@@ -12,7 +12,7 @@ then reorder what is left, within a band small enough that they cannot lift an u
 a related one.
 
 What no longer holds ranks below what replaced it: a superseded fact, or a turn whose every fact
-was superseded (:mod:`._lineage`), carries ``metadata["superseded"]`` and what replaced it
+was superseded (:mod:`.._tiers._lineage`), carries ``metadata["superseded"]`` and what replaced it
 (``replaced_by``); its score is scaled by :data:`PAST_WEIGHT`, the current fact that replaced it
 is held at least as relevant as the past memory matched, and it always ranks above it.
 """

@@ -131,7 +131,7 @@ class Search:
     ) -> list[RankedMemoryItem]:
         """Memories across the chosen tiers, ranked for ``cue`` (most recent and salient without one).
 
-        ``where``: only memories matching it (captured metadata, see :mod:`._lineage`).
+        ``where``: only memories matching it (captured metadata, see :mod:`.._tiers._lineage`).
         """
         # One version check per table for the whole recall: aliases, lineage and searches read one version.
         with self.tiers.store.pinned_versions():

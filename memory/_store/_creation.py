@@ -10,7 +10,7 @@ Every later write keeps the schema's metadata (appends, merges, deletes, indexes
 and ``reembed`` rewrite a table and carry the stamp on), and version 1 is committed once, by the
 creation that made the table. A latest version stamped otherwise (or not at all) is a racing
 create's Overwrite; :func:`clobbered` says which older versions hold the rows it hid. The store
-(:mod:`._store_tables`, where the engine calls are) inserts those rows whose id is absent, newest first,
+(:mod:`._tables`, where the engine calls are) inserts those rows whose id is absent, newest first,
 then stamps the table with the creation of version 1 again, so the repair is done once.
 
 Reading version 1 costs requests on every open, so the first writer to check a table also marks it

@@ -1,6 +1,6 @@
 """Keeping a store's tables in shape: compaction after writes, ``optimize``, ``purge``, ``reembed``, stats.
 
-The write-side parts (:mod:`._store_writes`, :mod:`._store_leases`) call :meth:`Maintenance.after_write`
+The write-side parts (:mod:`._writes`, :mod:`._lease_table`) call :meth:`Maintenance.after_write`
 after each commit; the rest runs from jobs and the CLI, most of it needing the store to itself.
 """
 

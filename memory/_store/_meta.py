@@ -2,7 +2,7 @@
 
 The meta table pins the schema version and the embedder (id and dimensions) that wrote the vectors,
 and records the embedding recipe (which text of a record was embedded, :data:`EMBED_RECIPE`).
-The engine work (reading, creating, stamping it) is in :mod:`._store_meta_table`; the decisions and messages are here.
+The engine work (reading, creating, stamping it) is in :mod:`._meta_table`; the decisions and messages are here.
 
 Creating a table is not atomic in Lance (lance#4451): a process that found no meta table, and whose create
 commits after another's, commits it as an Overwrite of whatever the table holds by then, stamps included.

@@ -1,6 +1,6 @@
 """The meta table's engine work: read, created with its stamp, repaired and checked before anything else.
 
-What it must say and what to tell the user if not are decided in :mod:`._store_meta`; this module reads
+What it must say and what to tell the user if not are decided in :mod:`._meta`; this module reads
 and writes it, for an opened store (:class:`MetaTable`) and for one not opened (:func:`stored_meta`).
 """
 

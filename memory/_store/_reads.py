@@ -1,6 +1,6 @@
 """Reads by filter: records, counts and the distinct values of filterable columns (no search, no ranking).
 
-Searches by vector or by words are in :mod:`._store_search`.
+Searches by vector or by words are in :mod:`._search`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Searches of a tier table: nearest vectors and full-text matches, from the cached block of one user or the engine.
 
 A search whose filter names one user (recall's usual case) runs on that user's rows cached at the
-table's version (:mod:`._vectors`, their words :mod:`._lexical`, both at once :mod:`._cached_search`);
-any other goes to LanceDB's vector or full-text index.
+table's version (:mod:`.._index._vectors`, their words :mod:`.._index._lexical`, both at once
+:mod:`.._index._cached_search`); any other goes to LanceDB's vector or full-text index.
 """
 
 from __future__ import annotations

@@ -5,15 +5,15 @@ edges, turns, aliases, leases and a meta table that pins the schema version and 
 Every filter goes through :func:`sql_literal`, so no id can widen a query. Every write retries a
 lost commit race (:mod:`._commits`); merges key on ``id``, the tables' declared primary key, so
 concurrent inserts of one id make one row. What a racing create overwrote, the next writer to open
-the table brings back (:mod:`._store_creation`).
+the table brings back (:mod:`._creation`).
 
 :class:`Store` is the one way in. It composes the adapter's parts, the ``_store_*`` modules beside
 this one (with it, the only modules that may import LanceDB and Arrow): the opened tables, their
-creation, repair and indexes (:mod:`._store_tables`), the meta table (:mod:`._store_meta_table`),
-writes (:mod:`._store_writes`), reads by filter (:mod:`._store_reads`, typed per table by
-:mod:`._typed_reads`), table versions (:mod:`._store_versions`), searches (:mod:`._store_search`),
-compaction and rewrites (:mod:`._store_maintenance`) and the leases table (:mod:`._store_leases`).
-Every part wraps its engine calls in :func:`~._store_errors.engine_errors`.
+creation, repair and indexes (:mod:`._tables`), the meta table (:mod:`._meta_table`),
+writes (:mod:`._writes`), reads by filter (:mod:`._reads`, typed per table by
+:mod:`._typed_reads`), table versions (:mod:`._versions`), searches (:mod:`._search`),
+compaction and rewrites (:mod:`._maintenance`) and the leases table (:mod:`._lease_table`).
+Every part wraps its engine calls in :func:`~._engine_errors.engine_errors`.
 """
 
 from __future__ import annotations
@@ -259,7 +259,7 @@ class Store(TypedReads):
 
         Any text is a cue, never query syntax: quotes, operators and brackets are dropped, words kept.
         Searches the user's cached words when ``where`` names one user and their index fits the
-        vector cache's budget (see :mod:`._lexical`), else LanceDB's full-text index.
+        vector cache's budget (see :mod:`.._index._lexical`), else LanceDB's full-text index.
         """
         return self._search.text_search(name, text, where, limit=limit)
 

@@ -2,7 +2,7 @@
 
 :class:`Tables` holds the connection, the tables opened so far, the write lock and the commit-retry
 policy; it opens a table (creating it, stamped, when absent), brings back what a racing create hid
-(see :mod:`._store_creation`), declares ``id`` the primary key, removes duplicate ids and builds indexes.
+(see :mod:`._creation`), declares ``id`` the primary key, removes duplicate ids and builds indexes.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ T = TypeVar("T")
 # (unenforced) primary key: the later commit then conflicts and its retry finds the row (lance#5633).
 PRIMARY_KEY = {"lance-schema:unenforced-primary-key": "true"}
 _PK_MARKERS = (b"lance-schema:unenforced-primary-key", b"lance-schema:unenforced-primary-key:position")
-# The leases table (its schema and rows: :mod:`._store_leases`), repaired like the tier tables.
+# The leases table (its schema and rows: :mod:`._lease_table`), repaired like the tier tables.
 LEASES = "leases"
 
 
@@ -154,7 +154,7 @@ class Tables:
         return self.open(name)
 
     def restore_overwritten(self, name: str, table: EngineTable, schema: pa.Schema | None = None) -> None:
-        """Bring back the rows a racing create's Overwrite hid, once (see :mod:`._store_creation`); writers only.
+        """Bring back the rows a racing create's Overwrite hid, once (see :mod:`._creation`); writers only.
 
         ``schema``: the table's, if just read. A table marked settled at its stamp costs nothing more.
         """

@@ -1,8 +1,8 @@
 """Writes of records: appends, upserts and inserts-if-absent by id, and deletes by filter.
 
 Each commit is retried when it loses a race (:mod:`._commits`), writes the cached vectors through
-(:mod:`._vectors`) when nothing else committed in between, and counts towards compaction
-(:meth:`~._store_maintenance.Maintenance.after_write`).
+(:mod:`.._index._vectors`) when nothing else committed in between, and counts towards compaction
+(:meth:`~._maintenance.Maintenance.after_write`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ every fact citing it (through provenance) is superseded and at least one is: all
 from it has been replaced. A turn cited by any other fact (active or archived) stays current, and
 so does a turn no fact cites. An episode (or working entry) is past when every turn it covers is.
 Recall keeps what is past (it answers "where did I work before?") but marks it and ranks it below
-what replaced it (:func:`._recall.rank`).
+what replaced it (:func:`.._recall._ranking.rank`).
 
 **Metadata filters.** ``where=`` filters on the metadata captured with a turn
 (``capture(..., metadata={...})``). A memory matches when the filter holds on its own metadata or
@@ -14,7 +14,7 @@ fact through the turns in its provenance (any of them: "learnt at least in part 
 turn"); an edge through its provenance and the facts it was derived from. The whole filter must
 hold on one source's metadata (keys of two turns never combine). The digest, a rollup of every
 fact, matches only on its own metadata. Values are compared in Python on the parsed records, never
-put into SQL; only our own ids reach a query, through :func:`._filters.sql_literal`.
+put into SQL; only our own ids reach a query, through :func:`.._filters.sql_literal`.
 """
 
 from __future__ import annotations

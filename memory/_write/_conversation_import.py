@@ -2,7 +2,7 @@
 
 Each turn is journaled with its own time, so every record derived from it (working entries, the
 episode, facts and their validity, decay) is dated by the history, not by the import. Sessions go,
-in order, by groups of four through the bulk path (:mod:`._bulk`: a few commits per group,
+in order, by groups of four through the bulk path (:mod:`._bulk_import`: a few commits per group,
 observations concurrent, ``concurrency`` model calls in flight, each observing a window of up to
 ``observe_window`` consecutive turns of one session); each group ends in one
 ``end_sessions`` (a few commits more) once the groups before it are consolidated, and every full

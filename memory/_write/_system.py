@@ -2,7 +2,7 @@
 (``_system_write_side``, ``_system_retries``) and the write side's (``_capture``, ``_sessions``,
 ``_consolidation``), the only modules of ``memory`` that import ``pipelines`` (and ``jobs``).
 
-What the write side promises (nothing lost, nothing doubled) is told in :mod:`._system_write_side`,
+What the write side promises (nothing lost, nothing doubled) is told in :mod:`._write_side`,
 where :class:`MemorySystem` lives.
 """
 
