@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from .._blocking import Blocking, run_blocking
 from .._clock import Clock
@@ -42,6 +42,7 @@ from .._store import Store
 from .._tiers import Lineage, Tiers, checked_context, checked_where
 from .._tools import MemoryTool, RecallArguments, Toolset
 from ._async_tiers import AsyncTiers
+from ._blocking_capability import BlockingMemoryCapability
 
 __all__ = ["MemoryCapability"]
 
@@ -106,9 +107,10 @@ class MemoryCapability:
     def clock(self) -> Clock:
         return self.tiers.clock
 
-    def blocking(self) -> Blocking:
+    def blocking(self) -> BlockingMemoryCapability:
         """A synchronous facade for scripts without asyncio: same methods, no ``await``."""
-        return Blocking(self)
+        # Blocking forwards by __getattr__; the generated protocol says what it forwards, with its types
+        return cast(BlockingMemoryCapability, Blocking(self))
 
     def enabled_tiers(self) -> list[SearchTier]:
         flags: dict[SearchTier, object] = {

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from tiermem import (
-    Blocking,
     Fact,
     HashingEmbedder,
     InvalidArgumentError,
@@ -19,15 +18,16 @@ from tiermem import (
     create_memory_capability,
     system,
 )
+from tiermem.memory._read._blocking_capability import BlockingMemoryCapability as Facade
 from tiermem.memory.testing import FrozenClock
 
 
 @pytest.fixture
-def blocking(store_path: str, clock: FrozenClock) -> Blocking:
+def blocking(store_path: str, clock: FrozenClock) -> Facade:
     return create_memory_capability(store=store_path, embedder=HashingEmbedder(256), clock=clock).blocking()
 
 
-def test_blocking_adds_and_recalls_from_sync_code(blocking: Blocking, ctx: MemoryContext) -> None:
+def test_blocking_adds_and_recalls_from_sync_code(blocking: Facade, ctx: MemoryContext) -> None:
     fact = blocking.add_semantic_fact(ctx, "Moni is allergic to shellfish.", subject="Moni")
     assert isinstance(fact, Fact)
     found = blocking.recall(ctx, "shellfish allergy")
@@ -36,13 +36,13 @@ def test_blocking_adds_and_recalls_from_sync_code(blocking: Blocking, ctx: Memor
     assert "shellfish" in blocking.format_context(ctx, "shellfish")
 
 
-def test_blocking_passes_plain_attributes_through(blocking: Blocking) -> None:
+def test_blocking_passes_plain_attributes_through(blocking: Facade) -> None:
     assert blocking.enabled_tiers() == ["working", "episodic", "semantic", "digest"]
     assert isinstance(blocking.tools(MemoryContext(user_id="u-1")).schemas(), list)
     assert "recall" in dir(blocking)
 
 
-def test_blocking_raises_library_errors_unchanged(blocking: Blocking, ctx: MemoryContext) -> None:
+def test_blocking_raises_library_errors_unchanged(blocking: Facade, ctx: MemoryContext) -> None:
     with pytest.raises(InvalidArgumentError):
         blocking.recall(ctx, "x", limit=0)
 
@@ -54,29 +54,29 @@ def test_two_facades_share_one_loop(store_path: str, clock: FrozenClock, ctx: Me
     assert second.facts(ctx) == [fact]
 
 
-async def test_blocking_refuses_inside_a_running_loop(blocking: Blocking, ctx: MemoryContext) -> None:
+async def test_blocking_refuses_inside_a_running_loop(blocking: Facade, ctx: MemoryContext) -> None:
     with pytest.raises(SyncInEventLoopError, match=r"running event loop.*use `await recall"):
         blocking.recall(ctx, "shellfish")
 
 
-async def test_refusal_inside_a_loop_reaches_the_tools_too(blocking: Blocking, ctx: MemoryContext) -> None:
+async def test_refusal_inside_a_loop_reaches_the_tools_too(blocking: Facade, ctx: MemoryContext) -> None:
     with pytest.raises(SyncInEventLoopError, match="await execute"):
         blocking.tools(ctx).execute({"tool_calls": []})
 
 
-async def test_refused_call_does_not_run(blocking: Blocking, ctx: MemoryContext) -> None:
+async def test_refused_call_does_not_run(blocking: Facade, ctx: MemoryContext) -> None:
     with pytest.raises(SyncInEventLoopError):
         blocking.add_semantic_fact(ctx, "This must not be written.")
     assert await asyncio.to_thread(lambda: blocking.facts(ctx)) == []
 
 
-async def test_blocking_works_from_a_worker_thread_of_a_running_loop(blocking: Blocking, ctx: MemoryContext) -> None:
+async def test_blocking_works_from_a_worker_thread_of_a_running_loop(blocking: Facade, ctx: MemoryContext) -> None:
     fact = await asyncio.to_thread(blocking.add_semantic_fact, ctx, "The user plays tennis.")
     assert await asyncio.to_thread(blocking.recall, ctx, "tennis") != []
     assert (await asyncio.to_thread(blocking.facts, ctx)) == [fact]
 
 
-def test_blocking_tools_execute_tool_calls_from_sync_code(blocking: Blocking, ctx: MemoryContext) -> None:
+def test_blocking_tools_execute_tool_calls_from_sync_code(blocking: Facade, ctx: MemoryContext) -> None:
     blocking.add_semantic_fact(ctx, "Moni is allergic to shellfish.", subject="Moni")
     tools = blocking.tools(ctx)
     message = {
