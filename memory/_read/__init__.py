@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
+from ._blocking_api import BlockingCapability
 from ._capability import MemoryCapability
 from ._create import MemoryProvider, create_memory_capability
 
-__all__ = ["MemoryCapability", "MemoryProvider", "create_memory_capability"]
+__all__ = ["BlockingCapability", "MemoryCapability", "MemoryProvider", "create_memory_capability"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from .._blocking import Blocking, run_blocking
 from .._clock import Clock
@@ -42,6 +42,7 @@ from .._store import Store
 from .._tiers import Lineage, Tiers, checked_context, checked_where
 from .._tools import MemoryTool, RecallArguments, Toolset
 from ._async_tiers import AsyncTiers
+from ._blocking_api import BlockingCapability
 
 __all__ = ["MemoryCapability"]
 
@@ -106,9 +107,9 @@ class MemoryCapability:
     def clock(self) -> Clock:
         return self.tiers.clock
 
-    def blocking(self) -> Blocking:
+    def blocking(self) -> BlockingCapability:
         """A synchronous facade for scripts without asyncio: same methods, no ``await``."""
-        return Blocking(self)
+        return cast(BlockingCapability, Blocking(self))  # Blocking answers by name; the protocol types it
 
     def enabled_tiers(self) -> list[SearchTier]:
         flags: dict[SearchTier, object] = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from tiermem.pipelines import StageModel
 
@@ -35,6 +35,7 @@ from .._store import Leases, Store
 from .._tools import Toolset
 from .._transcripts import DEFAULT_KEEP_ROLES, keep_roles_option, normalize_messages, split_turns
 from ._background import BackgroundObserver
+from ._blocking_api import BlockingMemorySystem
 from ._capture import Capture
 from ._consolidation import Consolidation
 from ._conversation_import import OBSERVE_WINDOW, Conversation, HistoryProgress, HistoryReport, import_conversations
@@ -157,9 +158,9 @@ class MemorySystem:
     def clock(self) -> Clock:
         return self.capability.clock
 
-    def blocking(self) -> Blocking:
+    def blocking(self) -> BlockingMemorySystem:
         """A synchronous facade for scripts without asyncio: same methods, no ``await``."""
-        return Blocking(self)
+        return cast(BlockingMemorySystem, Blocking(self))  # Blocking answers by name; the protocol types it
 
     # -- jobs -------------------------------------------------------------------------------
 
