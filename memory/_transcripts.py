@@ -57,7 +57,7 @@ def keep_roles_option(roles: Collection[str]) -> frozenset[str]:
     return chosen
 
 
-def _fields(message: Any) -> Mapping[str, object] | None:
+def _fields(message: object) -> Mapping[str, object] | None:
     """The message as a mapping: dicts as they are, pydantic-like objects dumped, else attributes."""
     if isinstance(message, Mapping):
         return message
@@ -72,7 +72,7 @@ def _fields(message: Any) -> Mapping[str, object] | None:
     return None
 
 
-def _part_text(part: Any, where: str) -> str | None:
+def _part_text(part: object, where: str) -> str | None:
     fields = part if isinstance(part, Mapping) else _fields(part)
     if fields is None or not isinstance(fields.get("type"), str):
         raise InvalidArgumentError(f"{where}: a content part must be an object with a string 'type'")
@@ -84,7 +84,7 @@ def _part_text(part: Any, where: str) -> str | None:
     return text
 
 
-def _text(content: Any, role: str, where: str) -> str:
+def _text(content: object, role: str, where: str) -> str:
     if isinstance(content, str):
         return content
     if content is None:
@@ -164,7 +164,7 @@ def normalize_messages(
     return tuple(out)
 
 
-def split_turns(items: Sequence[Any]) -> list[list[object]]:
+def split_turns(items: Sequence[object]) -> list[list[object]]:
     """A batch as turns: each list is one turn; loose messages start a new turn at every user message."""
     turns: list[list[object]] = []
     for item in items:

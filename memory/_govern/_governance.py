@@ -11,7 +11,7 @@ does not validate. What the reads return is in ``_memory_views``, ``list``'s cur
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeAlias
 
@@ -87,7 +87,7 @@ class Governance:
         tier: Tier | Sequence[Tier] | None = None,
         subject: str | None = None,
         status: str | Sequence[str] | None = None,
-        where: Any = None,
+        where: Mapping[str, object] | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> MemoryPage:
@@ -165,7 +165,7 @@ class Governance:
         tier: Tier | Sequence[Tier] | None = None,
         subject: str | None = None,
         status: str | Sequence[str] | None = None,
-        where: Any = None,
+        where: Mapping[str, object] | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> MemoryPage:

@@ -90,7 +90,7 @@ def _derived_id(kind: str, record: Any, target: MemoryContext) -> str:
     return working_entry_id(target, session_id=record.session_id, subject=record.subject, text=record.text)
 
 
-def _remap(value: Any, ids: dict[str, str]) -> Any:
+def _remap(value: object, ids: dict[str, str]) -> object:
     if isinstance(value, str):
         return ids.get(value, value)
     if isinstance(value, list | tuple):

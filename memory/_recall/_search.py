@@ -12,14 +12,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from .._errors import InvalidArgumentError
 from .._index import CachedSearches
 from .._options import RecallOptions
-from .._records import Fact, MemoryContext, MemoryItem, RankedMemoryItem, Turn, WorkingEntry
+from .._records import Digest, Edge, Episode, Fact, MemoryContext, MemoryItem, RankedMemoryItem, Turn, WorkingEntry
 from .._relations import Relations
 from .._store import TableName, Where
 from .._subjects import canonical_subject
@@ -87,7 +87,9 @@ class Search:
             raise InvalidArgumentError(f"unknown tiers {unknown}; choose from {list(_SOURCES)}")
         return [t for t in self.enabled if t in tiers]
 
-    def item(self, record: Any, now: datetime, session_seq: int = 0) -> MemoryItem:
+    def item(
+        self, record: Digest | Edge | Episode | Fact | Turn | WorkingEntry, now: datetime, session_seq: int = 0
+    ) -> MemoryItem:
         """Any stored record as a memory item, its confidence decayed to ``now``."""
         return to_memory_item(
             record, now, semantic=self.tiers.semantic, working=self.tiers.working, session_seq=session_seq
