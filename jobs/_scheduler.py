@@ -28,10 +28,10 @@ __all__ = ["DEFAULT_INTERVALS", "JOBS", "run_job", "run_job_async", "schedule_jo
 
 log = logging.getLogger("tiermem.jobs.scheduler")
 
-Job = Callable[[MaintainedSystem, datetime | None], Awaitable[Any]]
+Job = Callable[[MaintainedSystem, datetime | None], Awaitable[object]]
 
 
-async def _janitor(mem: MaintainedSystem, now: datetime | None) -> Any:
+async def _janitor(mem: MaintainedSystem, now: datetime | None) -> object:
     return (await run_janitor(mem, now)).as_dict()
 
 
@@ -52,14 +52,14 @@ DEFAULT_INTERVALS: dict[str, timedelta] = {
 
 _systems: dict[str, MaintainedSystem] = {}
 _loops: dict[str, asyncio.AbstractEventLoop] = {}
-_in_flight: set[asyncio.Task[Any]] = set()
+_in_flight: set[asyncio.Task[object]] = set()
 
 
 def _key(mem: MaintainedSystem) -> str:
     return mem.store.uri
 
 
-async def run_job_async(name: str, key: str) -> Any:
+async def run_job_async(name: str, key: str) -> object:
     """The callable an asyncio scheduler runs: one job for one registered system."""
     mem = _systems.get(key)
     if mem is None:
@@ -78,7 +78,7 @@ async def run_job_async(name: str, key: str) -> Any:
             _in_flight.discard(task)
 
 
-def run_job(name: str, key: str) -> Any:
+def run_job(name: str, key: str) -> object:
     """The one callable every scheduler stores (so workers of either kind can share a job store).
 
     When the system lives on a running event loop (an asyncio scheduler or app), the job runs
@@ -162,7 +162,7 @@ def schedule_jobs(
         if every is None:
             continue
         # An explicit next_run_time=None would add the job paused, so pass it only to run at once.
-        first: dict[str, Any] = {"next_run_time": datetime.now().astimezone()} if start_now else {}
+        first: dict[str, object] = {"next_run_time": datetime.now().astimezone()} if start_now else {}
         scheduler.add_job(
             run_job,
             trigger="interval",

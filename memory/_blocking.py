@@ -6,7 +6,7 @@ import asyncio
 import functools
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 from ._errors import SyncInEventLoopError
@@ -43,7 +43,7 @@ class _LoopThread:
             return cls._loop
 
 
-def _sync(value: Any) -> Any:
+def _sync(value: object) -> object:
     """Tools handed out by a blocking facade are blocking too (``tools(ctx).execute(message)``)."""
     return Blocking(value) if isinstance(value, (Toolset, MemoryTool)) else value
 
@@ -57,8 +57,8 @@ class Blocking:
     >>> mem.tools(ctx).execute(response.choices[0].message)
     """
 
-    def __init__(self, target: Any) -> None:
-        self._target = target
+    def __init__(self, target: object) -> None:
+        self._target: Any = target  # answered by name, indexed and iterated as the target allows
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._target, name)
@@ -67,13 +67,13 @@ class Blocking:
         if not inspect.iscoroutinefunction(attr):
 
             @functools.wraps(attr)
-            def plain(*args: Any, **kwargs: Any) -> Any:
+            def plain(*args: object, **kwargs: object) -> object:
                 return _sync(attr(*args, **kwargs))
 
             return plain
 
         @functools.wraps(attr)
-        def call(*args: Any, **kwargs: Any) -> Any:
+        def call(*args: object, **kwargs: object) -> object:
             try:
                 asyncio.get_running_loop()
             except RuntimeError:
@@ -88,13 +88,13 @@ class Blocking:
 
         return call
 
-    def __getitem__(self, index: Any) -> Any:
+    def __getitem__(self, index: object) -> Any:  # the target decides (a toolset: a tool)
         return _sync(self._target[index])
 
     def __len__(self) -> int:
         return len(self._target)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Any]:
         return (_sync(item) for item in self._target)
 
     def __dir__(self) -> list[str]:

@@ -111,7 +111,7 @@ class SemanticOptions(_Options):
 
     @field_validator("relations", mode="before")
     @classmethod
-    def _relations(cls, value: Any) -> Any:
+    def _relations(cls, value: object) -> object:
         if isinstance(value, bool):
             return RelationsOptions(enabled=value)
         return value
@@ -203,7 +203,7 @@ class RecallOptions(_Options):
 T = TypeVar("T", bound=BaseModel)
 
 
-def resolve_tier(value: bool | dict[str, Any] | T | None, model: type[T], name: str) -> T | None:
+def resolve_tier(value: bool | dict[str, object] | T | None, model: type[T], name: str) -> T | None:
     """True -> defaults, False/None -> off, dict -> validated model, model -> itself."""
     if value is None or value is False:
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any
+from typing import TypedDict
 
 __all__ = [
     "CHAT_WORDS",
@@ -58,8 +58,18 @@ CHAT_WORDS = _wordset(
     absolutely interesting user user's said asked one quite"""
 )
 
+
 # The full-text index: the engine's English stemmer and stop words (LanceDB / tantivy).
-FTS_CONFIG: dict[str, Any] = {"language": "English", "stem": True, "remove_stop_words": True, "ascii_folding": True}
+class FtsConfig(TypedDict):
+    """The full-text index's options, typed as the engine's ``FTS(**config)`` takes them."""
+
+    language: str
+    stem: bool
+    remove_stop_words: bool
+    ascii_folding: bool
+
+
+FTS_CONFIG: FtsConfig = {"language": "English", "stem": True, "remove_stop_words": True, "ascii_folding": True}
 
 _SUFFIXES = ("ing", "ed", "es", "s", "ly")
 

@@ -57,7 +57,7 @@ def keep_roles_option(roles: Collection[str]) -> frozenset[str]:
     return chosen
 
 
-def _fields(message: Any) -> Mapping[str, Any] | None:
+def _fields(message: object) -> Mapping[str, object] | None:
     """The message as a mapping: dicts as they are, pydantic-like objects dumped, else attributes."""
     if isinstance(message, Mapping):
         return message
@@ -72,7 +72,7 @@ def _fields(message: Any) -> Mapping[str, Any] | None:
     return None
 
 
-def _part_text(part: Any, where: str) -> str | None:
+def _part_text(part: object, where: str) -> str | None:
     fields = part if isinstance(part, Mapping) else _fields(part)
     if fields is None or not isinstance(fields.get("type"), str):
         raise InvalidArgumentError(f"{where}: a content part must be an object with a string 'type'")
@@ -84,7 +84,7 @@ def _part_text(part: Any, where: str) -> str | None:
     return text
 
 
-def _text(content: Any, role: str, where: str) -> str:
+def _text(content: object, role: str, where: str) -> str:
     if isinstance(content, str):
         return content
     if content is None:
@@ -107,13 +107,14 @@ def _memory_calls(fields: Mapping[str, Any]) -> set[str]:
         function = call_fields.get("function")
         function_fields = function if isinstance(function, Mapping) else _fields(function) or {}
         name = function_fields.get("name")
-        if isinstance(name, str) and name.startswith(MEMORY_TOOL_PREFIX) and isinstance(call_fields.get("id"), str):
-            ids.add(call_fields["id"])
+        call_id = call_fields.get("id")
+        if isinstance(name, str) and name.startswith(MEMORY_TOOL_PREFIX) and isinstance(call_id, str):
+            ids.add(call_id)
     return ids
 
 
 def normalize_messages(
-    raw: Sequence[Mapping[str, Any] | Message | Any], *, keep_roles: Collection[str] = DEFAULT_KEEP_ROLES
+    raw: Sequence[Mapping[str, object] | Message | Any], *, keep_roles: Collection[str] = DEFAULT_KEEP_ROLES
 ) -> tuple[Message, ...]:
     """The messages of one turn as the turn log keeps them, or :class:`InvalidArgumentError`.
 
@@ -163,9 +164,9 @@ def normalize_messages(
     return tuple(out)
 
 
-def split_turns(items: Sequence[Any]) -> list[list[Any]]:
+def split_turns(items: Sequence[object]) -> list[list[object]]:
     """A batch as turns: each list is one turn; loose messages start a new turn at every user message."""
-    turns: list[list[Any]] = []
+    turns: list[list[object]] = []
     for item in items:
         if isinstance(item, (list, tuple)):
             turns.append(list(item))

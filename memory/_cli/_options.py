@@ -36,10 +36,10 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def keep(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+def keep(name: str) -> Callable[[click.Context, click.Parameter, object], None]:
     """An option's callback that keeps its value in the click context, for :func:`given`."""
 
-    def kept(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    def kept(ctx: click.Context, param: click.Parameter, value: object) -> None:
         if value not in (None, False):
             ctx.meta[f"tiermem.{name}"] = value  # after the command name wins: parsed later
 
@@ -112,6 +112,6 @@ def awaited(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
-def emit(data: Any, text: str) -> None:
+def emit(data: object, text: str) -> None:
     """Print ``data`` as JSON with ``--json``, else ``text``."""
     click.echo(dumps(data) if given("json") else text)

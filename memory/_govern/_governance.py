@@ -11,7 +11,7 @@ does not validate. What the reads return is in ``_memory_views``, ``list``'s cur
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeAlias
 
@@ -87,7 +87,7 @@ class Governance:
         tier: Tier | Sequence[Tier] | None = None,
         subject: str | None = None,
         status: str | Sequence[str] | None = None,
-        where: Any = None,
+        where: Mapping[str, object] | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> MemoryPage:
@@ -165,7 +165,7 @@ class Governance:
         tier: Tier | Sequence[Tier] | None = None,
         subject: str | None = None,
         status: str | Sequence[str] | None = None,
-        where: Any = None,
+        where: Mapping[str, object] | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> MemoryPage:
@@ -363,7 +363,7 @@ class Governance:
             raise InvalidArgumentError(f"fact {record.id!r} was superseded by {record.superseded_by!r}: pin that one")
         if record.pinned == pinned and (not pinned or record.status != "archived"):
             return record  # type: ignore[no-any-return]
-        update: dict[str, Any] = {"pinned": pinned, "updated_at": self.clock.now()}
+        update: dict[str, object] = {"pinned": pinned, "updated_at": self.clock.now()}
         if pinned and isinstance(record, Fact) and record.status == "archived":
             update["status"] = "active"
         changed: Fact | Episode = record.model_copy(update=update)

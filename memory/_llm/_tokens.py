@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import _offline as _llm_offline  # noqa: F401  (before litellm: it must not fetch its cost map)
@@ -51,14 +51,14 @@ def _cached_message_tokens(
     return _count_messages(model, [dict(m) for m in messages])
 
 
-def _count_messages(model: str, messages: Sequence[dict[str, Any]]) -> int:
+def _count_messages(model: str, messages: Sequence[Mapping[str, Any]]) -> int:
     try:
         return int(litellm.token_counter(model=model, messages=[dict(m) for m in messages]))
     except Exception:  # as text_tokens, plus litellm's few tokens of framing per message
         return sum(text_tokens(model, str(m.get("content", ""))) + 4 for m in messages) + 3
 
 
-def message_tokens(model: str, messages: Sequence[dict[str, Any]]) -> int:
+def message_tokens(model: str, messages: Sequence[Mapping[str, Any]]) -> int:
     """Prompt tokens of ``messages`` for ``model``, by litellm's counter (its default tokenizer for unknown models).
 
     Plain-text messages are counted once: the window check before a call and a fake provider's own

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
+from ._blocking_capability import BlockingMemoryCapability
 from ._capability import MemoryCapability
 from ._create import MemoryProvider, create_memory_capability
 
-__all__ = ["MemoryCapability", "MemoryProvider", "create_memory_capability"]
+__all__ = ["BlockingMemoryCapability", "MemoryCapability", "MemoryProvider", "create_memory_capability"]

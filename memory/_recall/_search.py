@@ -12,14 +12,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from .._errors import InvalidArgumentError
 from .._index import CachedSearches
 from .._options import RecallOptions
-from .._records import Fact, MemoryContext, MemoryItem, RankedMemoryItem, Turn, WorkingEntry
+from .._records import Alias, Fact, MemoryContext, MemoryItem, RankedMemoryItem, StoredRecord, Turn, WorkingEntry
 from .._relations import Relations
 from .._store import TableName, Where
 from .._subjects import canonical_subject
@@ -87,8 +87,10 @@ class Search:
             raise InvalidArgumentError(f"unknown tiers {unknown}; choose from {list(_SOURCES)}")
         return [t for t in self.enabled if t in tiers]
 
-    def item(self, record: Any, now: datetime, session_seq: int = 0) -> MemoryItem:
+    def item(self, record: StoredRecord, now: datetime, session_seq: int = 0) -> MemoryItem:
         """Any stored record as a memory item, its confidence decayed to ``now``."""
+        if isinstance(record, Alias):  # the tables recall reads never hold one: an alias names, it is not a memory
+            raise TypeError(f"alias {record.id} is not a memory item")
         return to_memory_item(
             record, now, semantic=self.tiers.semantic, working=self.tiers.working, session_seq=session_seq
         )

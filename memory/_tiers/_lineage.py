@@ -83,7 +83,7 @@ class MetadataFilter:
 
     conditions: tuple[_Condition, ...]
 
-    def matches(self, metadata: Mapping[str, Any]) -> bool:
+    def matches(self, metadata: Mapping[str, object]) -> bool:
         for c in self.conditions:
             value = metadata.get(c.key, _UNSET)
             if value is _UNSET:
@@ -135,7 +135,7 @@ def checked_where(where: object) -> MetadataFilter | None:
 
 @dataclass(frozen=True, kw_only=True)
 class _Row:
-    metadata: Mapping[str, Any]
+    metadata: Mapping[str, object]
     sources: tuple[str, ...]  # provenance, plus an edge's supporting facts
 
 
@@ -151,7 +151,7 @@ class Lineage:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._cache: OrderedDict[tuple[str, str, str, str], tuple[int, Any]] = OrderedDict()
-        self._matches: OrderedDict[tuple[Any, ...], dict[str, frozenset[str]]] = OrderedDict()
+        self._matches: OrderedDict[tuple[object, ...], dict[str, frozenset[str]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def _cached(self, table: TableName, ctx: MemoryContext, load: Callable[[Sequence[Any]], Any]) -> Any:

@@ -5,6 +5,7 @@ The only folder of ``tiermem.memory`` that imports ``tiermem.pipelines`` and ``t
 
 from __future__ import annotations
 
+from ._blocking_system import BlockingMemorySystem
 from ._conversation_import import (
     MAX_OBSERVE_WINDOW,
     OBSERVE_WINDOW,
@@ -20,6 +21,7 @@ from ._write_tools import Forget, ForgetArguments, RememberArguments, write_tool
 __all__ = [
     "MAX_OBSERVE_WINDOW",
     "OBSERVE_WINDOW",
+    "BlockingMemorySystem",
     "CaptureResult",
     "ConsolidationResult",
     "Conversation",

@@ -53,10 +53,14 @@ def test_native_response_format_is_a_fresh_copy_of_the_schema() -> None:
     llm = LLM("gpt-4o-mini")  # litellm says it supports JSON schema: the schema goes as the response format
     first, in_prompt = llm._response_format(observe.Output)
     assert not in_prompt
-    assert first["json_schema"]["schema"] == observe.Output.model_json_schema()
-    first["json_schema"]["schema"]["properties"].clear()  # a provider transform rewriting it in place
+    schema = first["json_schema"]
+    assert isinstance(schema, dict)
+    assert schema["schema"] == observe.Output.model_json_schema()
+    schema["schema"]["properties"].clear()  # a provider transform rewriting it in place
     second, _ = llm._response_format(observe.Output)
-    assert second["json_schema"]["schema"] == observe.Output.model_json_schema()
+    again = second["json_schema"]
+    assert isinstance(again, dict)
+    assert again["schema"] == observe.Output.model_json_schema()
 
 
 def test_input_budget_is_unchanged_by_the_caches() -> None:
