@@ -14,11 +14,11 @@ versions, deletion files and index files until then.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._blocking import run_blocking
 from .._records import Alias, Edge, Fact, MemoryContext
 from .._store import MEMORY_TABLES, USER_TABLES, TableName, TierTable, Where
 from .._tiers import checked_context, scope
@@ -126,8 +126,8 @@ class Erasure:
         """
         rid = id
         ctx = checked_context(ctx)
-        gone, rewrite = await asyncio.to_thread(self._plan_forget, ctx, rid, include_turns)
-        cleaned = await asyncio.to_thread(self._apply_forget, ctx, gone)
+        gone, rewrite = await run_blocking(self._plan_forget, ctx, rid, include_turns)
+        cleaned = await run_blocking(self._apply_forget, ctx, gone)
         rewritten = False
         if rewrite and self.rewrite_digest is not None:
             rewritten = getattr(await self.rewrite_digest(ctx), "digest", None) is not None
@@ -171,7 +171,7 @@ class Erasure:
 
         Needs the store to itself while it runs: another process on an older table version fails.
         """
-        return await asyncio.to_thread(self.erase_user_sync, checked_context(ctx))
+        return await run_blocking(self.erase_user_sync, checked_context(ctx))
 
     def erase_user_sync(self, ctx: MemoryContext) -> EraseReport:
         """The blocking body of :meth:`erase_user`."""

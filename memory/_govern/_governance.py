@@ -10,13 +10,13 @@ does not validate. What the reads return is in ``_memory_views``, ``list``'s cur
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeAlias
 
 import numpy as np
 
+from .._blocking import run_blocking
 from .._clock import Clock
 from .._embed import Embedder
 from .._errors import InvalidArgumentError, MemoryNotFoundError
@@ -92,38 +92,38 @@ class Governance:
         cursor: str | None = None,
     ) -> MemoryPage:
         """The user's memories oldest first, by ``(created_at, id)``: a page and the cursor of the next."""
-        return await asyncio.to_thread(
+        return await run_blocking(
             self.list_sync, checked_context(ctx), tier=tier, subject=subject, status=status, where=where,
             limit=limit, cursor=cursor,
         )  # fmt: skip
 
     async def get(self, ctx: MemoryContext, id: str) -> MemoryItem:
         """One memory of any tier (or a captured turn) by id."""
-        return await asyncio.to_thread(self.get_sync, checked_context(ctx), id)
+        return await run_blocking(self.get_sync, checked_context(ctx), id)
 
     async def history(self, ctx: MemoryContext, id: str) -> list[MemoryVersion]:
         """Every version of a memory, oldest first, with validity times and the turns behind each."""
-        return await asyncio.to_thread(self.history_sync, checked_context(ctx), id)
+        return await run_blocking(self.history_sync, checked_context(ctx), id)
 
     async def subjects(self, ctx: MemoryContext) -> list[str]:
         """The canonical subjects the user's memories are about."""
-        return await asyncio.to_thread(self.subjects_sync, checked_context(ctx))
+        return await run_blocking(self.subjects_sync, checked_context(ctx))
 
     async def stats(self, ctx: MemoryContext) -> MemoryStats:
         """Counts per tier and status, pending work, and the store's bytes on disk."""
-        return await asyncio.to_thread(self.stats_sync, checked_context(ctx))
+        return await run_blocking(self.stats_sync, checked_context(ctx))
 
     async def update(self, ctx: MemoryContext, id: str, *, text: str | None = None, subject: str | None = None) -> Fact:
         """Correct a fact: the new version supersedes it, which keeps its text and validity as history."""
-        return await asyncio.to_thread(self.update_sync, checked_context(ctx), id, text=text, subject=subject)
+        return await run_blocking(self.update_sync, checked_context(ctx), id, text=text, subject=subject)
 
     async def pin(self, ctx: MemoryContext, id: str) -> Fact | Episode:
         """Pin a fact or episode: it never decays, expires, is archived or compacted away."""
-        return await asyncio.to_thread(self.pin_sync, checked_context(ctx), id, pinned=True)
+        return await run_blocking(self.pin_sync, checked_context(ctx), id, pinned=True)
 
     async def unpin(self, ctx: MemoryContext, id: str) -> Fact | Episode:
         """Undo :meth:`pin`: the memory decays again from its last reinforcement."""
-        return await asyncio.to_thread(self.pin_sync, checked_context(ctx), id, pinned=False)
+        return await run_blocking(self.pin_sync, checked_context(ctx), id, pinned=False)
 
     # -- helpers ----------------------------------------------------------------------------
 

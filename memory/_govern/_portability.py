@@ -13,7 +13,6 @@ writes nothing new, and later captures and consolidations find the imported reco
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 from collections.abc import Iterable, Iterator
@@ -23,6 +22,7 @@ from typing import IO, Any, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .._blocking import run_blocking
 from .._errors import InvalidArgumentError
 from .._identity import alias_id, digest_id, edge_id, episode_id, fact_id, turn_id, working_entry_id
 from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn, WorkingEntry
@@ -127,15 +127,15 @@ class Portability:
 
     async def export(self, ctx: MemoryContext, destination: Destination) -> ExportReport:
         """Write the user's memory as JSON Lines to a path or an open text file."""
-        return await asyncio.to_thread(self.export_sync, checked_context(ctx), destination)
+        return await run_blocking(self.export_sync, checked_context(ctx), destination)
 
     async def import_(self, ctx: MemoryContext, source: Source) -> ImportReport:
         """Read an export into ``ctx``'s user (validated whole first: a bad line writes nothing); idempotent."""
-        return await asyncio.to_thread(self.import_sync, checked_context(ctx), source)
+        return await run_blocking(self.import_sync, checked_context(ctx), source)
 
     async def fork(self, src: MemoryContext, dst: MemoryContext) -> ImportReport:
         """Copy one user's memory to a new user or namespace; the copies are independent."""
-        return await asyncio.to_thread(self.fork_sync, checked_context(src), checked_context(dst))
+        return await run_blocking(self.fork_sync, checked_context(src), checked_context(dst))
 
     def _export(self, ctx: MemoryContext) -> Iterator[tuple[str, str]]:
         header = {

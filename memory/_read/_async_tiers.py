@@ -8,19 +8,57 @@ methods with it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+import inspect
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .._blocking import run_blocking
 from .._errors import ConfigurationError, InvalidArgumentError
-from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, WorkingEntry
+from .._records import Episode, Fact, MemoryContext
 from .._relations import Relations
 from .._scope import checked_context, checked_string
 from .._subjects import USER
 from .._tiers import Tiers
 
-__all__ = ["AsyncTiers"]
+__all__ = ["AsyncTiers", "twin"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+# Argument checks by parameter name, in signature order: the blocking methods trust their callers.
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "ctx": checked_context,
+    "entity": lambda value: checked_string(value, "entity"),
+    "a": lambda value: checked_string(value, "a"),
+    "b": lambda value: checked_string(value, "b"),
+    "episode": lambda value: _checked_episode(value),
+}
+
+
+def _checked_episode(episode: Any) -> Episode:
+    if not isinstance(episode, Episode):
+        raise InvalidArgumentError(f"add_episode needs an Episode, not {type(episode).__name__}")
+    return episode
+
+
+def twin(part: str, method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    """The async twin of ``method`` of the part held as ``self.<part>``: same signature and docstring,
+    its arguments checked (``_CHECKS``), run through :func:`run_blocking` (a store round trip)."""
+    signature = inspect.signature(method)
+    checked = [name for name in signature.parameters if name in _CHECKS]
+
+    @functools.wraps(method)
+    async def twinned(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        bound = signature.bind(getattr(self, part), *args, **kwargs)
+        for name in checked:
+            if name in bound.arguments:
+                bound.arguments[name] = _CHECKS[name](bound.arguments[name])
+        return await run_blocking(method, *bound.args, **bound.kwargs)
+
+    return twinned
 
 
 class AsyncTiers:
@@ -30,53 +68,19 @@ class AsyncTiers:
         self.tiers = tiers
         self.relations = relations
 
-    async def add_alias(self, ctx: MemoryContext, name: str, subject: str = USER) -> Alias:
-        """Record that ``name`` (e.g. "Caroline") stands for ``subject`` (by default the user)."""
-        return await run_blocking(self.tiers.add_alias, checked_context(ctx), name, subject)
-
-    async def aliases(self, ctx: MemoryContext) -> dict[str, str]:
-        """Display name (lowercased) -> subject, for this user."""
-        return await run_blocking(self.tiers.aliases, checked_context(ctx))
-
-    async def working_memory(self, ctx: MemoryContext, *, include_inactive: bool = False) -> list[WorkingEntry]:
-        """This session's working entries (the active ones unless ``include_inactive``)."""
-        return await run_blocking(self.tiers.working_memory, checked_context(ctx), include_inactive=include_inactive)
-
-    async def add_working_memory(
-        self,
-        ctx: MemoryContext,
-        text: str,
-        *,
-        subject: str = USER,
-        kind: str = "note",
-        salience: float = 0.5,
-        seq: int | None = None,
-        provenance: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
-    ) -> WorkingEntry:
-        """Add one observation to this session's working memory."""
-        return await run_blocking(
-            self.tiers.add_working_memory, checked_context(ctx), text, subject=subject, kind=kind,
-            salience=salience, seq=seq, provenance=provenance, metadata=metadata,
-        )  # fmt: skip
-
-    async def add_episode(self, episode: Episode) -> Episode:
-        """Write one episode (its scope is its own)."""
-        if not isinstance(episode, Episode):
-            raise InvalidArgumentError(f"add_episode needs an Episode, not {type(episode).__name__}")
-        return await run_blocking(self.tiers.add_episode, episode)
-
-    async def recent_episodes(self, ctx: MemoryContext, *, limit: int = 5) -> list[Episode]:
-        """The latest live episodes."""
-        return await run_blocking(self.tiers.recent_episodes, checked_context(ctx), limit=limit)
-
-    async def facts(
-        self, ctx: MemoryContext, *, subject: str | None = None, include_inactive: bool = False
-    ) -> list[Fact]:
-        """This user's facts, oldest first (active only unless ``include_inactive``)."""
-        return await run_blocking(
-            self.tiers.facts, checked_context(ctx), subject=subject, include_inactive=include_inactive
-        )
+    add_alias = twin("tiers", Tiers.add_alias)
+    aliases = twin("tiers", Tiers.aliases)
+    working_memory = twin("tiers", Tiers.working_memory)
+    add_working_memory = twin("tiers", Tiers.add_working_memory)
+    add_episode = twin("tiers", Tiers.add_episode)
+    recent_episodes = twin("tiers", Tiers.recent_episodes)
+    facts = twin("tiers", Tiers.facts)
+    set_digest = twin("tiers", Tiers.set_digest)
+    latest_digest = twin("tiers", Tiers.latest_digest)
+    connections = twin("relations", Relations.connections)
+    relate = twin("relations", Relations.relate)
+    ego_graph = twin("relations", Relations.ego_graph)
+    _add_semantic_fact = twin("tiers", Tiers.add_semantic_fact)
 
     async def add_semantic_fact(
         self,
@@ -87,7 +91,7 @@ class AsyncTiers:
         confidence: float = 0.8,
         provenance: Sequence[str] = (),
         valid_from: datetime | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> Fact:
         """Add a fact; the same fact again reinforces it instead of duplicating it.
 
@@ -98,9 +102,9 @@ class AsyncTiers:
                 "remember() and add_semantic_fact() write a semantic fact, but the semantic tier is off "
                 "(semantic=False) and recall would never return it: turn it on, or capture the text as a turn"
             )
-        return await run_blocking(
-            self.tiers.add_semantic_fact, checked_context(ctx), text, subject=subject, confidence=confidence,
-            provenance=provenance, valid_from=valid_from, metadata=metadata,
+        return await self._add_semantic_fact(
+            ctx, text, subject=subject, confidence=confidence, provenance=provenance, valid_from=valid_from,
+            metadata=metadata,
         )  # fmt: skip
 
     async def remember(
@@ -110,7 +114,7 @@ class AsyncTiers:
         *,
         subject: str = USER,
         provenance: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> Fact:
         """Store something the application was told to remember, as a high-confidence fact.
 
@@ -120,69 +124,4 @@ class AsyncTiers:
         return await self.add_semantic_fact(
             ctx, text, subject=subject, confidence=0.95, provenance=provenance,
             metadata={"source": "remember", **(metadata or {})},
-        )  # fmt: skip
-
-    async def set_digest(
-        self,
-        ctx: MemoryContext,
-        text: str,
-        *,
-        provenance: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Digest:
-        """Replace the user's digest (one per user; the revision counts up in metadata)."""
-        return await run_blocking(
-            self.tiers.set_digest, checked_context(ctx), text, provenance=provenance, metadata=metadata
-        )
-
-    async def latest_digest(self, ctx: MemoryContext) -> Digest | None:
-        return await run_blocking(self.tiers.latest_digest, checked_context(ctx))
-
-    async def connections(
-        self, ctx: MemoryContext, entity: str, *, as_of: datetime | None = None, include_history: bool = False
-    ) -> list[Edge]:
-        """Edges into or out of ``entity`` that hold now (empty when relations are off).
-
-        ``as_of``: the edges that held at that moment; ``include_history``: closed edges too.
-        """
-        return await run_blocking(
-            self.relations.connections, checked_context(ctx), checked_string(entity, "entity"),
-            as_of=as_of, include_history=include_history,
-        )  # fmt: skip
-
-    async def relate(
-        self,
-        ctx: MemoryContext,
-        a: str,
-        b: str,
-        *,
-        max_hops: int | None = None,
-        as_of: datetime | None = None,
-        include_history: bool = False,
-    ) -> list[Edge] | None:
-        """The edges of a shortest path from ``a`` to ``b`` over edges that hold now, or None.
-
-        ``as_of``: over the edges that held at that moment; ``include_history``: closed edges too.
-        """
-        return await run_blocking(
-            self.relations.relate, checked_context(ctx), checked_string(a, "a"), checked_string(b, "b"),
-            max_hops=max_hops, as_of=as_of, include_history=include_history,
-        )  # fmt: skip
-
-    async def ego_graph(
-        self,
-        ctx: MemoryContext,
-        entity: str,
-        *,
-        radius: int = 1,
-        as_of: datetime | None = None,
-        include_history: bool = False,
-    ) -> dict[str, Any]:
-        """``{"nodes": [...], "edges": [...]}`` within ``radius`` hops of ``entity``, edges that hold now.
-
-        ``as_of``: the edges that held at that moment; ``include_history``: closed edges too.
-        """
-        return await run_blocking(
-            self.relations.ego_graph, checked_context(ctx), checked_string(entity, "entity"), radius=radius,
-            as_of=as_of, include_history=include_history,
         )  # fmt: skip

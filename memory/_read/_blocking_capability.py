@@ -47,7 +47,7 @@ class BlockingMemoryCapability(Protocol):
         confidence: float = 0.8,
         provenance: Sequence[str] = (),
         valid_from: datetime | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> Fact: ...
     def add_working_memory(
         self,
@@ -59,7 +59,7 @@ class BlockingMemoryCapability(Protocol):
         salience: float = 0.5,
         seq: int | None = None,
         provenance: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> WorkingEntry: ...
     def aliases(self, ctx: MemoryContext) -> dict[str, str]: ...
     def blocking(self) -> BlockingMemoryCapability: ...
@@ -142,7 +142,7 @@ class BlockingMemoryCapability(Protocol):
         *,
         subject: str = "user",
         provenance: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> Fact: ...
     def set_digest(
         self,
@@ -150,7 +150,7 @@ class BlockingMemoryCapability(Protocol):
         text: str,
         *,
         provenance: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> Digest: ...
     def stats(self, ctx: MemoryContext) -> MemoryStats: ...
     @property

@@ -55,7 +55,7 @@ class BlockingMemorySystem(Protocol):
         confidence: float = 0.8,
         provenance: Sequence[str] = (),
         valid_from: datetime | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> Fact: ...
     def add_working_memory(
         self,
@@ -67,7 +67,7 @@ class BlockingMemorySystem(Protocol):
         salience: float = 0.5,
         seq: int | None = None,
         provenance: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> WorkingEntry: ...
     def aliases(self, ctx: MemoryContext) -> dict[str, str]: ...
     def blocking(self) -> BlockingMemorySystem: ...
@@ -186,7 +186,7 @@ class BlockingMemorySystem(Protocol):
         *,
         subject: str = "user",
         provenance: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> Fact: ...
     def retry_pending(
         self, ctx: MemoryContext | None = None, *, include_parked: bool = False, due_only: bool = False
@@ -206,7 +206,7 @@ class BlockingMemorySystem(Protocol):
         text: str,
         *,
         provenance: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> Digest: ...
     def start_jobs(self, scheduler: Any = None, **intervals: Any) -> Any: ...
     def stats(self, ctx: MemoryContext) -> MemoryStats: ...

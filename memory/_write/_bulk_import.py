@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
+from .._blocking import run_blocking
 from .._clock import Clock
 from .._errors import EmbedderError, ModelError, error_kind
 from .._identity import capture_keys, turn_id
@@ -40,6 +41,7 @@ from .._records import MemoryContext, Message, Turn, WorkingEntry
 from .._retries import NO_ERROR, RetryPolicy, blocked, model_config
 from .._store import Where
 from .._tiers import Tiers, scope
+from ._tasks import together
 
 __all__ = ["History", "Observer", "SessionsImport", "import_sessions", "settled"]
 
@@ -257,7 +259,7 @@ async def import_sessions(
     async with AsyncExitStack() as stack:
         for sid in sorted(sessions):  # one order, as ``end_sessions`` takes them
             await stack.enter_async_context(observer.locks.session(ctx.model_copy(update={"session_id": sid})))
-        result = await settled(asyncio.to_thread(_resume, observer, ctx, sessions, aliases))
+        result = await settled(run_blocking(_resume, observer, ctx, sessions, aliases))
         config = model_config(observer.stages)
         todo = [t for ts in result.turns.values() for t in ts if t.status == "pending" and not blocked(t, config)]
         on_turn(sum(len(h) for h in sessions.values()) - len(todo))
@@ -286,19 +288,16 @@ async def import_sessions(
             w for run in _runs(result.turns, todo)
             for w in observer.windows(run, size=window, aliases=aliases, known_subjects=known_subjects)
         ]  # fmt: skip
-        tasks = [asyncio.ensure_future(observe(w)) for w in planned]
         outcomes: dict[str, Outcome] = {}
-        try:
-            for next_done in asyncio.as_completed(tasks):
-                done = await next_done
-                outcomes.update((turn.id, outcome) for turn, outcome in done)
-                on_turn(len(done))
-        finally:
-            for task in tasks:
-                task.cancel()  # model calls only: nothing half-written
-            await asyncio.gather(*tasks, return_exceptions=True)
+
+        async def counted(turns: list[Turn]) -> None:
+            done = await observe(turns)
+            outcomes.update((turn.id, outcome) for turn, outcome in done)
+            on_turn(len(done))  # as each window ends, not in plan order
+
+        await together(*(counted(w) for w in planned))  # model calls only: a failure leaves nothing half-written
         observed = [(t, o) for t in todo if isinstance(o := outcomes[t.id], list)]
         failed = [(t, o) for t in todo if not isinstance(o := outcomes[t.id], list)]
         if todo:
-            await settled(asyncio.to_thread(_write, observer, ctx, result, observed, failed))
+            await settled(run_blocking(_write, observer, ctx, result, observed, failed))
     return result

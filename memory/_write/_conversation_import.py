@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from .._blocking import run_blocking
 from .._errors import InvalidArgumentError
 from .._records import MemoryContext, Message
 from .._results import ConsolidationResult, DigestResult, SessionResult
 from .._tiers import checked_context
 from .._transcripts import normalize_messages
 from ._bulk_import import Observer, import_sessions, settled
+from ._tasks import together
 
 __all__ = [
     "MAX_OBSERVE_WINDOW",
@@ -164,9 +166,9 @@ async def import_conversations(
     tiers = observer.tiers
     # Fixed for the whole import (as when sessions are imported before any is consolidated), so what
     # a turn is observed with does not depend on how far the import got.
-    aliases = await settled(asyncio.to_thread(tiers.aliases, ctx))
-    known = await settled(asyncio.to_thread(tiers.known_subjects, ctx))
-    waiting = {e.id for e in await settled(asyncio.to_thread(tiers.episodes, ctx, statuses=["pending"]))}
+    aliases = await settled(run_blocking(tiers.aliases, ctx))
+    known = await settled(run_blocking(tiers.known_subjects, ctx))
+    waiting = {e.id for e in await settled(run_blocking(tiers.episodes, ctx, statuses=["pending"]))}
 
     def progress(turns: int = 0, conversations: int = 0) -> None:
         done["turns"] += turns
@@ -217,15 +219,8 @@ async def import_conversations(
         groups[g].set()
 
     progress()
-    tasks = [asyncio.ensure_future(group(g // BATCH, ordered[g : g + BATCH])) for g in range(0, len(ordered), BATCH)]
-    try:
-        finished, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        for task in finished:
-            task.result()  # the first failure, raised as itself
-    finally:
-        for task in tasks:
-            task.cancel()  # a failure stops the import (store work in flight lands first); a rerun resumes it
-        await asyncio.gather(*tasks, return_exceptions=True)
+    # A failure stops the import (store work in flight lands first: it runs in ``settled``); a rerun resumes it.
+    await together(*(group(g // BATCH, ordered[g : g + BATCH]) for g in range(0, len(ordered), BATCH)))
     if consolidate and parsed:
         await consolidated()
         await settled(pipeline.digest(ctx))

@@ -9,7 +9,6 @@ process ending the same session at the same time is kept out by a lease in the s
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket
@@ -32,6 +31,7 @@ from .._retries import NO_ERROR, RetryPolicy, blocked, model_config
 from .._store import Lease, Leases, Where
 from .._tiers import Tiers, scope
 from ._capture import Capture
+from ._tasks import together
 
 __all__ = ["LEASE_TTL", "Sessions", "held", "holder_id", "record_time"]
 
@@ -177,16 +177,9 @@ class Sessions:
         aliases = await run_blocking(self.tiers.aliases, ctx)
         # Model calls only (one per session unless encoding waits for consolidation): nothing is written until
         # every session is done, so a failure or a cancellation leaves nothing half-written.
-        tasks = [
-            asyncio.ensure_future(self._session(ctx, sid, turns[sid], existing.get(sid), entries[sid], aliases))
-            for sid in sids
-        ]
-        try:
-            ended = await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        ended = await together(
+            *(self._session(ctx, sid, turns[sid], existing.get(sid), entries[sid], aliases) for sid in sids)
+        )
         # Every episode, then every close: a crash between them leaves episodes whose rerun closes their entries.
         await run_blocking(self.tiers.put_episodes, [e.write for e in ended if e.write is not None])
         await run_blocking(self._close, ctx, {sid: e.close for sid, e in zip(sids, ended, strict=True) if e.close})
