@@ -17,7 +17,11 @@ from tiermem.memory._store import Where
 
 from ._host import MaintainedSystem
 
-__all__ = ["Stopped", "held", "stop_for"]
+__all__ = ["GUARDED", "Stopped", "held", "stop_for", "weigh"]
+
+GUARDED = ("facts", "episodes", "turns")
+"""What the guard weighs (``JanitorReport.removed()`` tiers): what leaves recall for good. A faded working
+entry stays in the session log, a closed edge stays as history."""
 
 
 @dataclass(kw_only=True)
@@ -38,6 +42,15 @@ def held(mem: MaintainedSystem, ctx: MemoryContext) -> int:
     facts = len(mem.tiers.facts(ctx))
     episodes = sum(1 for e in mem.tiers.episodes(ctx) if e.status != "expired")
     return facts + episodes + mem.store.count("turns", Where(eq=scope(ctx)))
+
+
+def weigh(
+    mem: MaintainedSystem, ctx: MemoryContext, would_remove: dict[str, int], hygiene: HygieneOptions
+) -> Stopped | None:
+    """Blocking: :func:`stop_for`, reading what the user holds only when the run removes enough to be stopped."""
+    if hygiene.max_removed_share is None or sum(would_remove.values()) < max(hygiene.guard_min_removed, 1):
+        return None
+    return stop_for(ctx, would_remove, held(mem, ctx), hygiene)
 
 
 def stop_for(ctx: MemoryContext, would_remove: dict[str, int], holding: int, hygiene: HygieneOptions) -> Stopped | None:

@@ -20,7 +20,7 @@ from tiermem.memory._records import Fact, MemoryContext
 from tiermem.pipelines import compact_subject
 
 from ._expiry import expire
-from ._guard import Stopped, held, stop_for
+from ._guard import GUARDED, Stopped, weigh
 from ._host import MaintainedSystem
 
 __all__ = ["STEPS", "JanitorReport", "Stopped", "run_janitor"]
@@ -105,16 +105,14 @@ async def run_janitor(
         report.users += 1
         preview = await _user(mem, ctx, now, steps, dry_run=True) if guarded else None
         if preview is not None:  # what the run would remove, weighed before anything changes
-            would = {"facts": preview.facts_archived, "episodes": preview.episodes_expired}
-            would["turns"] = preview.turns_removed
-            holding = await run_blocking(held, mem, ctx) if sum(would.values()) else 0
-            stop = stop_for(ctx, would, holding, hygiene)
+            would = {tier: n for tier, n in preview.removed().items() if tier in GUARDED}
+            stop = await run_blocking(weigh, mem, ctx, would, hygiene)
             if stop is not None:
                 log.warning(
                     "janitor: stopped for %s/%s: this run would remove %d of their %d facts, episodes and turns "
                     "(%s), more than max_removed_share=%s; nothing of theirs changed. Check the clock and the TTL; "
                     "if it is meant, run it with force=True (tiermem janitor --force)",
-                    ctx.namespace, ctx.user_id, sum(would.values()), holding, would, hygiene.max_removed_share,
+                    ctx.namespace, ctx.user_id, sum(would.values()), stop.held, would, hygiene.max_removed_share,
                 )  # fmt: skip
                 report.stopped.append(stop)
                 continue
