@@ -188,7 +188,7 @@ def janitor_text(report: Mapping[str, Any]) -> str:
     verb = "would remove" if report["dry_run"] else "removed"
     removed = {
         "fact(s) archived": report["facts_archived"], "episode(s) expired": report["episodes_expired"],
-        "turn(s) deleted": report["turns_removed"], "working entr(ies) faded": report["working_faded"],
+        "turn(s) deleted": report["turns_removed"], "working entries faded": report["working_faded"],
         "edge(s) closed or deleted": report["edges_removed"],
     }  # fmt: skip
     lines = [f"{report['users']} user(s), {verb}: " + ", ".join(f"{n} {what}" for what, n in removed.items())]
