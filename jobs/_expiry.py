@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tiermem.memory._blocking import run_blocking
+from tiermem.memory._decay import ttl_start
 from tiermem.memory._records import Edge, Fact, MemoryContext
 
 from ._host import MaintainedSystem
@@ -43,7 +44,7 @@ class Expiry:
 async def expire(
     mem: MaintainedSystem, ctx: MemoryContext, now: datetime, *, dry_run: bool, ended: Collection[str] = ()
 ) -> Expiry:
-    """Expire this user's episodes older than the TTL; ``ended``: fact ids this run archives (a dry run's)."""
+    """Expire this user's episodes past the TTL (from :func:`ttl_start`); ``ended``: facts this run archives."""
     out = Expiry()
     episodic = mem.capability.episodic
     if episodic is None or episodic.ttl is None:
@@ -51,9 +52,8 @@ async def expire(
     cutoff = now - episodic.ttl
     episodes = await run_blocking(mem.tiers.episodes, ctx)
     # Never work not done yet (pending, parked: not consolidated), nor a pin; tombstones are looked at again below.
-    expired = [
-        e for e in episodes if e.status not in {"pending", "parked", "expired"} and e.ended_at < cutoff and not e.pinned
-    ]
+    idle = {"pending", "parked", "expired"}
+    expired = [e for e in episodes if e.status not in idle and ttl_start(e) < cutoff and not e.pinned]
     tombstones = [e for e in episodes if e.status == "expired"]
     out.episodes = len(expired)
     if not expired and not tombstones:

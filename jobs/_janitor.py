@@ -1,13 +1,15 @@
 """The hygiene janitor: decay, archive, expire, settle dangling edges, compact facts and storage.
 
 Each step has its switch in :class:`HygieneOptions`; ``hygiene=False`` turns them all off, and
-then a run reads nothing but the options and writes nothing.
+then a run reads nothing but the options and writes nothing. The clocks count store time (see
+``tiermem.memory._decay``), and a run that would remove too much of a user at once stops for that
+user unless forced (``jobs._guard``).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 
 from tiermem.memory._blocking import run_blocking
@@ -18,9 +20,10 @@ from tiermem.memory._records import Fact, MemoryContext
 from tiermem.pipelines import compact_subject
 
 from ._expiry import expire
+from ._guard import GUARDED, Stopped, weigh
 from ._host import MaintainedSystem
 
-__all__ = ["STEPS", "JanitorReport", "run_janitor"]
+__all__ = ["STEPS", "JanitorReport", "Stopped", "run_janitor"]
 
 log = logging.getLogger("tiermem.jobs.janitor")
 
@@ -52,10 +55,29 @@ class JanitorReport:
     facts_merged: int = 0
     compaction_refused: int = 0
     compaction_failed: int = 0
+    stopped: list[Stopped] = field(default_factory=list)
+    """Users the removal guard left as they were (``HygieneOptions.max_removed_share``), with what it spared."""
     store: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def removed(self) -> dict[str, int]:
+        """What the run took out of live memory (a dry run: would take), per tier."""
+        return {
+            "facts": self.facts_archived,
+            "episodes": self.episodes_expired,
+            "turns": self.turns_removed,
+            "working": self.working_faded,
+            "edges": self.edges_removed,
+        }
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
+
+    def add(self, user: JanitorReport) -> None:
+        """Count one user's pass in this run's totals."""
+        for f in fields(self):
+            value = getattr(user, f.name)
+            if type(value) is int and f.name != "users":  # the counts (a bool is an int, but not its type)
+                setattr(self, f.name, getattr(self, f.name) + value)
 
 
 def enabled_steps(hygiene: HygieneOptions | None) -> list[str]:
@@ -63,39 +85,68 @@ def enabled_steps(hygiene: HygieneOptions | None) -> list[str]:
     return [] if hygiene is None else [step for step in STEPS if getattr(hygiene, step)]
 
 
-async def run_janitor(mem: MaintainedSystem, now: datetime | None = None, *, dry_run: bool = False) -> JanitorReport:
-    """One pass over every user in the store; idempotent and safe beside live captures."""
+async def run_janitor(
+    mem: MaintainedSystem, now: datetime | None = None, *, dry_run: bool = False, force: bool = False
+) -> JanitorReport:
+    """One pass over every user in the store; idempotent and safe beside live captures.
+
+    A user the run would take more than ``hygiene.max_removed_share`` of is left as they are, logged
+    at WARNING and listed in ``stopped`` (a dry run says so too); ``force=True`` runs them anyway.
+    """
     now = now or mem.clock.now()
     hygiene = mem.capability.hygiene
     steps = enabled_steps(hygiene)
     report = JanitorReport(dry_run=dry_run, steps=steps)
-    if not steps:  # hygiene off: not even a read that could create a missing table
+    if hygiene is None or not steps:  # hygiene off: not even a read that could create a missing table
         log.info("janitor: every step is off for this system")
         return report
+    guarded = not force and hygiene.max_removed_share is not None
     for ctx in await run_blocking(_users, mem):
         report.users += 1
-        archived = await _facts(mem, ctx, now, report, dry_run) if "archive" in steps else set()
-        if "decay" in steps:
-            await _working(mem, ctx, now, report, dry_run)
-        if "dangling_edges" in steps and mem.relations.options is not None:
-            # In a dry run the facts this run would archive count as ended already.
-            close, delete = await run_blocking(mem.relations.dangling, ctx, ignoring=archived if dry_run else ())
-            report.edges_removed += len(close) + len(delete)
-            report.edges_deleted += len(delete)
-            if not dry_run:
-                await run_blocking(mem.relations.settle_dangling, ctx, close, delete)
-        if "ttl" in steps:  # after the edges settle: which turns stay depends on what is still live
-            expiry = await expire(mem, ctx, now, dry_run=dry_run, ended=archived)
-            report.episodes_expired += expiry.episodes
-            report.turns_removed += expiry.turns_removed
-            report.turns_kept += expiry.turns_kept
-            report.citations_rewritten += expiry.citations_rewritten
-        if "compaction" in steps:
-            await _compact(mem, ctx, now, report, dry_run)
-    if not dry_run and hygiene is not None and "optimize" in steps:
+        preview = await _user(mem, ctx, now, steps, dry_run=True) if guarded else None
+        if preview is not None:  # what the run would remove, weighed before anything changes
+            would = {tier: n for tier, n in preview.removed().items() if tier in GUARDED}
+            stop = await run_blocking(weigh, mem, ctx, would, hygiene)
+            if stop is not None:
+                log.warning(
+                    "janitor: stopped for %s/%s: this run would remove %d of their %d facts, episodes and turns "
+                    "(%s), more than max_removed_share=%s; nothing of theirs changed. Check the clock and the TTL; "
+                    "if it is meant, run it with force=True (tiermem janitor --force)",
+                    ctx.namespace, ctx.user_id, sum(would.values()), stop.held, would, hygiene.max_removed_share,
+                )  # fmt: skip
+                report.stopped.append(stop)
+                continue
+        report.add(preview if dry_run and preview is not None else await _user(mem, ctx, now, steps, dry_run=dry_run))
+    if not dry_run and "optimize" in steps:
         await run_blocking(mem.store.optimize, cleanup_older_than=hygiene.cleanup_older_than)
     report.store = await run_blocking(mem.store.stats)
     log.info("janitor: %s", report.as_dict())
+    return report
+
+
+async def _user(
+    mem: MaintainedSystem, ctx: MemoryContext, now: datetime, steps: list[str], *, dry_run: bool
+) -> JanitorReport:
+    """One user's pass: what it changed (a dry run: would change)."""
+    report = JanitorReport(dry_run=dry_run, steps=steps)
+    archived = await _facts(mem, ctx, now, report, dry_run) if "archive" in steps else set()
+    if "decay" in steps:
+        await _working(mem, ctx, now, report, dry_run)
+    if "dangling_edges" in steps and mem.relations.options is not None:
+        # In a dry run the facts this run would archive count as ended already.
+        close, delete = await run_blocking(mem.relations.dangling, ctx, ignoring=archived if dry_run else ())
+        report.edges_removed += len(close) + len(delete)
+        report.edges_deleted += len(delete)
+        if not dry_run:
+            await run_blocking(mem.relations.settle_dangling, ctx, close, delete)
+    if "ttl" in steps:  # after the edges settle: which turns stay depends on what is still live
+        expiry = await expire(mem, ctx, now, dry_run=dry_run, ended=archived)
+        report.episodes_expired += expiry.episodes
+        report.turns_removed += expiry.turns_removed
+        report.turns_kept += expiry.turns_kept
+        report.citations_rewritten += expiry.citations_rewritten
+    if "compaction" in steps:
+        await _compact(mem, ctx, now, report, dry_run)
     return report
 
 

@@ -152,6 +152,23 @@ class HygieneOptions(_Options):
         description="Storage compaction: files merged, versions older than ``cleanup_older_than`` dropped.",
     )
     cleanup_older_than: timedelta = Field(default=timedelta(hours=1), description="Keep store versions this long.")
+    # Memories age a little at a time: a 6-hourly run removes a sliver of a user's memory, so a run
+    # taking more than half of it at once is rarely ageing (a clock or TTL set wrong, a history imported
+    # by an older tiermem whose clocks counted from the conversation) and always costly to get wrong.
+    max_removed_share: float | None = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="A run that would remove more than this share of a user's facts, episodes and turns together "
+        "logs a WARNING and leaves that user as they are unless forced (``run_janitor(..., force=True)``, "
+        "``tiermem janitor --force``); None: never stopped.",
+    )
+    guard_min_removed: int = Field(
+        default=20,
+        ge=0,
+        description="Runs removing fewer of a user's records than this are never stopped: a small user's only "
+        "session reaching its TTL is ageing, not a wipe.",
+    )
 
 
 class RecallOptions(_Options):

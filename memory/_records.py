@@ -225,6 +225,9 @@ class Episode(_Record):
     attempts: int = Field(default=0, ge=0, description="Failed encoding or consolidation attempts in a row.")
     retry_at: Instant | None = Field(default=None, description="Not retried by scheduled jobs before this time.")
     pinned: bool = Field(default=False, description="Pinned by the user: never expires.")
+    stored_at: Instant | None = Field(
+        default=None, description="When an import took it in (its other times are the history's): TTL counts from it."
+    )
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
 
 
@@ -254,6 +257,9 @@ class Fact(_Record):
         default=(), description="Turn ids it came from; a correction also names the fact it corrects."
     )
     pinned: bool = Field(default=False, description="Pinned by the user: never decays, archived or compacted away.")
+    stored_at: Instant | None = Field(
+        default=None, description="When an import last took in evidence for it (its other times are the history's)."
+    )
     keys: tuple[str, ...] = Field(
         default=(), description="Retrieval keys: broader terms a later cue may use (searched, never shown)."
     )
@@ -281,6 +287,7 @@ class Fact(_Record):
         reinforcements: int = 0,
         pinned: bool = False,
         keys: Iterable[str] = (),
+        stored_at: datetime | None = None,
     ) -> Fact:
         """A new active fact of ``scope``'s user, with its deterministic id (:func:`fact_id`).
 
@@ -302,6 +309,7 @@ class Fact(_Record):
             provenance=tuple(provenance),
             pinned=pinned,
             keys=tuple(keys),
+            stored_at=stored_at,
             metadata=dict(metadata or {}),
         )
 

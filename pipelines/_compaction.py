@@ -60,6 +60,7 @@ async def compact_subject(
                 confidence=max(s.confidence for s in sources),
                 created_at=min(s.created_at for s in sources),
                 reinforced_at=max(s.reinforced_at for s in sources),
+                stored_at=max((s.stored_at for s in sources if s.stored_at is not None), default=None),
                 reinforcements=sum(s.reinforcements for s in sources),
                 provenance=dict.fromkeys(p for s in sources for p in s.provenance),
                 keys=retrieval_keys([k for s in sources for k in s.keys]),  # the sources' keys, first ones first

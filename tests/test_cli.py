@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from click.testing import CliRunner, Result
 
 from tiermem import HashingEmbedder, MemoryContext, system
 from tiermem.memory._cli._main import cli
+from tiermem.memory.testing import FrozenClock
 
 U1 = MemoryContext(user_id="u-1", session_id="s-1")
 U2 = MemoryContext(user_id="u-2", session_id="s-9")
@@ -42,7 +44,7 @@ HISTORY = [
 ]  # fmt: skip
 COMMANDS = [
     "users", "show", "search", "get", "history", "stats", "graph", "forget", "erase", "pin", "unpin",
-    "export", "import", "import-history", "demo", "worker", "mcp", "reembed",
+    "export", "import", "import-history", "demo", "worker", "janitor", "mcp", "reembed",
 ]  # fmt: skip
 
 
@@ -271,6 +273,52 @@ def test_import_history_dates_memories_by_the_history(tmp_path: Path) -> None:
     assert all(i["created_at"].startswith("2024-") for i in remembered)
     again = as_json(*fresh, "import-history", "u-1", str(history), "--model", "rules")
     assert again["duplicates"] == 3  # a rerun (after a crash) skips what is in
+
+
+def held(*store: str) -> list[tuple[str, str, object]]:
+    """What ``show`` lists of u-1, without the confidence (which decays as the clock runs)."""
+    return sorted((i["id"], i["tier"], i["metadata"].get("status")) for i in as_json(*store, "show", "u-1"))
+
+
+def test_janitor_after_import_history_keeps_it_and_says_so_per_tier(tmp_path: Path) -> None:
+    history = tmp_path / "history.json"
+    history.write_text(json.dumps(HISTORY))
+    fresh = ["--store", str(tmp_path / "fresh"), "--embedder", "hashing"]
+    ok(*fresh, "import-history", "u-1", str(history), "--model", "rules")
+    shown = held(*fresh)
+
+    dry = as_json(*fresh, "janitor", "--dry-run", "--model", "rules")
+    said = ok(*fresh, "janitor", "--model", "rules").stdout
+
+    removed = ("facts_archived", "episodes_expired", "turns_removed", "stopped")
+    assert (dry["dry_run"], dry["users"], [dry[k] for k in removed]) == (True, 1, [0, 0, 0, []])
+    assert said.startswith("1 user(s), removed: 0 fact(s) archived, 0 episode(s) expired, 0 turn(s) deleted")
+    assert held(*fresh) == shown and {tier for _, tier, _ in shown} >= {"semantic", "episodic"}
+
+
+def test_janitor_guard_stops_a_wipe_and_force_runs_it(tmp_path: Path) -> None:
+    # Imported in mid-2024 and untouched since: by today every fact faded and every episode is past its TTL.
+    path = str(tmp_path / "old")
+    then = FrozenClock(datetime(2024, 7, 1, tzinfo=UTC))
+    mem = system(model="rules", store=path, embedder=HashingEmbedder(64), clock=then, hygiene={"guard_min_removed": 0})
+    asyncio.run(mem.import_conversations(MemoryContext(user_id="u-1"), HISTORY))
+    shown = held("--store", path)
+
+    dry = ok("--store", path, "janitor", "--dry-run").stdout
+    stopped = as_json("--store", path, "janitor")
+    assert held("--store", path) == shown
+    forced = as_json("--store", path, "janitor", "--force")
+
+    assert "stopped for default/u-1: it would remove 3 facts, 2 episodes, 3 turns (100% of 8)" in dry
+    assert "--force" in dry
+    assert [(s["user_id"], s["would_remove"], s["share"]) for s in stopped["stopped"]] == [
+        ("u-1", {"facts": 3, "episodes": 2, "turns": 3}, 1.0)
+    ]
+    assert stopped["facts_archived"] == stopped["episodes_expired"] == 0
+    removed = (forced["facts_archived"], forced["episodes_expired"], forced["turns_removed"], forced["stopped"])
+    assert removed == (3, 2, 3, [])
+    left = {(tier, status) for _, tier, status in held("--store", path) if tier in ("semantic", "episodic")}
+    assert left == {("semantic", "archived")}
 
 
 # -- errors ------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -24,6 +25,7 @@ __all__ = [
     "history_text",
     "item_text",
     "items_text",
+    "janitor_text",
     "stats_text",
     "store_stats_text",
     "users_text",
@@ -179,3 +181,23 @@ def counts_text(verb: str, counts: Mapping[str, int]) -> str:
     """``imported 3 fact, 1 episode`` from a report's counts per kind."""
     shown = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
     return f"{verb} {shown or 'nothing'}"
+
+
+def janitor_text(report: Mapping[str, Any]) -> str:
+    """What a janitor run removed (a dry run: would remove) per tier, and the users its guard stopped."""
+    verb = "would remove" if report["dry_run"] else "removed"
+    removed = {
+        "fact(s) archived": report["facts_archived"], "episode(s) expired": report["episodes_expired"],
+        "turn(s) deleted": report["turns_removed"], "working entries faded": report["working_faded"],
+        "edge(s) closed or deleted": report["edges_removed"],
+    }  # fmt: skip
+    lines = [f"{report['users']} user(s), {verb}: " + ", ".join(f"{n} {what}" for what, n in removed.items())]
+    if report["turns_kept"]:
+        lines.append(f"{report['turns_kept']} turn(s) of expired episodes kept: live facts cite them")
+    for stop in report["stopped"]:
+        spared = ", ".join(f"{n} {tier}" for tier, n in stop["would_remove"].items())
+        lines.append(
+            f"stopped for {stop['namespace']}/{stop['user_id']}: it would remove {spared} "
+            f"({stop['share']:.0%} of {stop['held']}); nothing of theirs changed (--force runs it)"
+        )
+    return "\n".join(lines)

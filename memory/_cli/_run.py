@@ -13,11 +13,12 @@ from typing import Any
 import click
 
 from .._errors import ConfigurationError
-from .._write import system
-from ._options import awaited, given
+from .._write import janitor_pass, system
+from ._options import awaited, data_options, emit, given, open_system
+from ._output import janitor_text
 from ._reembed import reembed_store
 
-__all__ = ["COMMANDS", "demo", "mcp", "reembed", "worker"]
+__all__ = ["COMMANDS", "demo", "janitor", "mcp", "reembed", "worker"]
 
 
 @click.command()
@@ -73,6 +74,22 @@ def worker(
 
 
 @click.command()
+@data_options
+@click.option("--model", help="litellm model string or 'rules' (compaction) [default: from the environment]")
+@click.option("--dry-run", is_flag=True, help="say what the run would remove, per tier; change nothing")
+@click.option("--force", is_flag=True, help="also run the users the removal guard stops")
+def janitor(model: str | None, dry_run: bool, force: bool) -> None:
+    """Run the janitor once now: decay, archive, expire, settle edges, compact (what the worker runs every 6 h).
+
+    A user it would take more than hygiene's max_removed_share of (default half) is left as they are
+    and listed; check the clock and the TTL, then --force if it is meant.
+    """
+    mem = open_system(model=model)
+    report = awaited(janitor_pass(mem, dry_run=dry_run, force=force)).as_dict()
+    emit(report, janitor_text(report))
+
+
+@click.command()
 @click.option("--store", help="LanceDB folder or URI [default: $TIERMEM_STORE, else ~/.tiermem/store]")
 @click.option("--user-id", help="the user whose memory is served [default: $TIERMEM_USER_ID]")
 @click.option("--namespace", help="application or tenant [default: $TIERMEM_NAMESPACE, else 'default']")
@@ -114,4 +131,4 @@ def reembed(store: str | None, embedder: str | None, embedder_dimensions: int | 
     reembed_store(store, embedder, dimensions=embedder_dimensions, echo=click.echo)
 
 
-COMMANDS = (demo, worker, mcp, reembed)
+COMMANDS = (demo, worker, janitor, mcp, reembed)

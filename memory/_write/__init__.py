@@ -14,6 +14,7 @@ from ._conversation_import import (
     HistoryReport,
     HistoryTurn,
 )
+from ._janitor import janitor_pass
 from ._system import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult, system
 from ._write_side import MemorySystem
 from ._write_tools import Forget, ForgetArguments, RememberArguments, write_tools
@@ -35,6 +36,7 @@ __all__ = [
     "RememberArguments",
     "RetryReport",
     "SessionResult",
+    "janitor_pass",
     "system",
     "write_tools",
 ]

@@ -146,7 +146,8 @@ class Consolidation:
             observed = [o for o in observed if not o.provenance or not set(o.provenance) <= seen]
             shown = [_extension(e) if e.metadata.get("extension") else e for e in batch]
             # Facts are dated by their evidence: an imported history's facts carry its dates.
-            now = max(e.ended_at for e in batch) if all(e.metadata.get("dated") for e in batch) else self.clock.now()
+            dated = all(e.metadata.get("dated") for e in batch)
+            now = max(e.ended_at for e in batch) if dated else self.clock.now()
             summarised = list(batch)  # as written once consolidated: with the model's summaries, if asked for
             try:
                 known = await run_blocking(self.tiers.known_subjects, ctx)
@@ -164,9 +165,10 @@ class Consolidation:
                         user_names=names, aliases=aliases, relations=self.relations.options, now=now,
                         known_subjects=known,
                     )  # fmt: skip
-                await run_blocking(
-                    self.tiers.put_facts, carry_pins(list(plan.facts.values()))
-                )  # a pin outlives updates
+                facts = carry_pins(list(plan.facts.values()))  # a pin outlives updates
+                if dated:  # dated by the history, taken in now: decay counts from now (``decay_start``)
+                    facts = [f.model_copy(update={"stored_at": self.clock.now()}) for f in facts]
+                await run_blocking(self.tiers.put_facts, facts)
                 if plan.edges:
                     await run_blocking(self.relations.put_edges, ctx, plan.edges)
                 # A superseded fact takes the edges it alone supported with it (closed, kept as history).

@@ -1,7 +1,8 @@
 """Importing past conversations with their real dates: every turn through the pipeline, resumable.
 
 Each turn is journaled with its own time, so every record derived from it (working entries, the
-episode, facts and their validity, decay) is dated by the history, not by the import. Sessions go,
+episode, facts and their validity) is dated by the history, not by the import; decay and the TTL
+count from the import (``stored_at``, see ``tiermem.memory._decay``). Sessions go,
 in order, by groups of four through the bulk path (:mod:`._bulk_import`: a few commits per group,
 observations concurrent, ``concurrency`` model calls in flight, each observing a window of up to
 ``observe_window`` consecutive turns of one session); each group ends in one

@@ -240,8 +240,9 @@ class Sessions:
                 episode = episode.model_copy(update={"metadata": {**episode.metadata, PROVISIONAL: True}})
         if existing is not None and existing.pinned:
             episode = episode.model_copy(update={"pinned": True})
-        if all(t.dated for t in observed):  # an import: its facts are dated by it too
-            episode = episode.model_copy(update={"metadata": {**episode.metadata, "dated": True}})
+        if all(t.dated for t in observed):  # an import: its facts are dated by it too; its TTL counts from now
+            stored = self.clock.now()
+            episode = episode.model_copy(update={"metadata": {**episode.metadata, "dated": True}, "stored_at": stored})
         log.debug("session %s encoded as episode %s (%d of %d turns)", sid, episode.id, len(observed), len(turns))
         return _Ended(result=SessionResult(episode=episode), write=episode, close=now)
 

@@ -183,8 +183,8 @@ def test_every_record_class_has_its_datetime_fields_found() -> None:
     assert {n: _datetime_fields(c) for n, c in RECORD_CLASSES.items() if _datetime_fields(c)} == {
         "Turn": ["created_at", "retry_at"],
         "WorkingEntry": ["created_at", "updated_at"],
-        "Episode": ["started_at", "ended_at", "created_at", "updated_at", "retry_at"],
-        "Fact": ["created_at", "updated_at", "reinforced_at", "valid_from", "valid_to"],
+        "Episode": ["started_at", "ended_at", "created_at", "updated_at", "retry_at", "stored_at"],
+        "Fact": ["created_at", "updated_at", "reinforced_at", "valid_from", "valid_to", "stored_at"],
         "Digest": ["created_at", "updated_at"],
         "Edge": ["created_at", "updated_at", "valid_from", "valid_to"],
         "Alias": ["created_at"],

@@ -4,13 +4,14 @@ subjects, touches a fact it was not shown, or writes a non-canonical subject. Re
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from tests.fakes import AnyCall, StageReply, messages_of, stage_model
 from tiermem import LLM, Episode, Fact, MemoryContext, MemorySystem, RelationsOptions, system
+from tiermem.memory._decay import decay_start
 from tiermem.memory._identity import fact_id
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 from tiermem.pipelines import LLMStages, compact_subject, consolidate_episodes
@@ -241,6 +242,31 @@ async def test_plan_edges_are_checked(edge: dict[str, str], counted: str | None)
 
 
 # -- compaction: merges stay inside one subject --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stored", "expected"),
+    [((None, None), None), ((None, NOW), NOW), ((NOW - timedelta(days=9), NOW), NOW)],
+    ids=["captured", "one-imported", "both-imported"],
+)
+async def test_a_merged_fact_keeps_its_sources_latest_import_time(
+    stored: tuple[datetime | None, datetime | None], expected: datetime | None
+) -> None:
+    # Imported facts are dated by their history; their decay counts from the import (stored_at), and so
+    # does the fact merging them, or compaction would hand the janitor a fact two years old.
+    then = NOW - timedelta(days=700)
+    a, b = (
+        Fact.new(CTX, subject="user", text=text, now=then, stored_at=when)
+        for text, when in zip(("The user likes tea.", "The user drinks green tea."), stored, strict=True)
+    )
+    merge = {"source_ids": [a.id, b.id], "text": "The user likes tea, green tea most."}
+    stages = _stages({compact.STAGE: {"merges": [merge]}})
+
+    plan = await compact_subject(stages, ctx=CTX, subject="user", facts=[a, b], now=NOW)
+
+    (merged,) = [f for f in plan.facts if f.status == "active"]
+    assert (merged.reinforced_at, merged.stored_at) == (then, expected)
+    assert decay_start(merged) == (expected or then)
 
 
 async def test_compaction_refuses_a_merge_across_subjects() -> None:
