@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict
 from datetime import datetime, timedelta
-from typing import Any
 
 from tiermem.memory._blocking import run_blocking
 from tiermem.memory._records import Episode, MemoryContext, consolidation_order
@@ -26,7 +25,7 @@ CONSOLIDATION_BATCH = 4
 """Episodes per consolidation call (``consolidate``'s default ``batch_size``): a full batch is not waited on."""
 
 
-async def run_consolidation(mem: MaintainedSystem, now: datetime | None = None) -> dict[str, Any]:
+async def run_consolidation(mem: MaintainedSystem, now: datetime | None = None) -> dict[str, int]:
     """Consolidate every user with pending episodes.
 
     Only full batches go at once: the episodes beyond the last full batch wait until they hold the
@@ -40,7 +39,7 @@ async def run_consolidation(mem: MaintainedSystem, now: datetime | None = None) 
     wait = episodic.batch_wait if episodic is not None else None
     turns = episodic.batch_turns if episodic is not None else None
     scopes = await run_blocking(mem.store.scopes, "episodes", Where(eq={}, isin={"status": ["pending"]}))
-    report: dict[str, Any] = {"users": 0, "episodes": 0, "deferred": 0, "refused": 0, "waiting": 0}
+    report: dict[str, int] = {"users": 0, "episodes": 0, "deferred": 0, "refused": 0, "waiting": 0}
     for namespace, user in scopes:
         ctx = MemoryContext(namespace=namespace, user_id=user)
         limit = None
@@ -75,13 +74,13 @@ def _ready(pending: list[Episode], now: datetime, *, wait: timedelta, turns: int
     return full
 
 
-async def run_digests(mem: MaintainedSystem, now: datetime | None = None) -> dict[str, Any]:
+async def run_digests(mem: MaintainedSystem, now: datetime | None = None) -> dict[str, int]:
     """Rewrite the digest of every user whose facts changed since their last digest.
 
     A fact the digest was written from that is superseded, archived or forgotten makes it stale too;
     ``digest`` itself decides (and makes no model call for an unchanged user).
     """
-    report: dict[str, Any] = {"users": 0, "written": 0, "unchanged": 0, "deferred": 0}
+    report: dict[str, int] = {"users": 0, "written": 0, "unchanged": 0, "deferred": 0}
     if mem.capability.digest_options is None:
         return report
     scopes = await run_blocking(mem.store.scopes, "facts", Where(eq={}, isin={"status": ["active"]}))
@@ -98,12 +97,12 @@ async def run_digests(mem: MaintainedSystem, now: datetime | None = None) -> dic
 
 async def close_idle_sessions(
     mem: MaintainedSystem, now: datetime | None = None, *, idle_after: timedelta | None = None
-) -> dict[str, Any]:
+) -> dict[str, int]:
     """Sessions with no turn for ``idle_after`` (default: the episodic option) become episodes."""
     now = now or mem.clock.now()
     episodic = mem.capability.episodic
     idle = idle_after or (episodic.idle_after if episodic else timedelta(minutes=30))
-    report: dict[str, Any] = {"closed": 0, "deferred": 0}
+    report: dict[str, int] = {"closed": 0, "deferred": 0}
     last_turn = await run_blocking(mem.store.last_activity, "turns")
     encoded = await run_blocking(mem.store.last_activity, "episodes")
     for (namespace, user, session), when in sorted(last_turn.items()):
@@ -119,7 +118,7 @@ async def close_idle_sessions(
     return report
 
 
-async def retry_pending(mem: MaintainedSystem, now: datetime | None = None) -> dict[str, Any]:
+async def retry_pending(mem: MaintainedSystem, now: datetime | None = None) -> dict[str, int]:
     """Redo failed model work whose backoff has passed: pending turns, failed encodings, stalled consolidations.
 
     Work out of attempts stays parked (``stats()`` shows it) until ``retry_pending(include_parked=True)``.

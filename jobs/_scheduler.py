@@ -162,7 +162,7 @@ def schedule_jobs(
         if every is None:
             continue
         # An explicit next_run_time=None would add the job paused, so pass it only to run at once.
-        first: dict[str, Any] = {"next_run_time": datetime.now().astimezone()} if start_now else {}
+        first: dict[str, object] = {"next_run_time": datetime.now().astimezone()} if start_now else {}
         scheduler.add_job(
             run_job,
             trigger="interval",

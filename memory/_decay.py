@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ._records import Edge, Fact
 
@@ -40,7 +40,7 @@ def turn_decay(salience: float, turns_ago: int, *, half_life_turns: float) -> fl
 
 def reinforce(memory: M, *, confidence: float, now: datetime, provenance: Iterable[str] = ()) -> M:
     """The same fact or edge seen again: confidence never drops, decay restarts, provenance grows."""
-    update: dict[str, Any] = {
+    update: dict[str, object] = {
         "confidence": max(memory.confidence, confidence),
         "updated_at": now,
         "reinforcements": memory.reinforcements + 1,

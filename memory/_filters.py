@@ -82,7 +82,7 @@ class Where:
         """The same tests in any order give the same key (for results kept per filter)."""
         return filter_key(self.eq, self.isin or {}, self.ne or {})
 
-    def admits(self, row: Mapping[str, Any]) -> bool:
+    def admits(self, row: Mapping[str, object]) -> bool:
         """Whether a table row passes these tests as :meth:`sql` would have the engine decide (NULL equals nothing)."""
         if any(row.get(column) != value for column, value in self.eq.items()):
             return False

@@ -203,7 +203,7 @@ class RecallOptions(_Options):
 T = TypeVar("T", bound=BaseModel)
 
 
-def resolve_tier(value: bool | dict[str, Any] | T | None, model: type[T], name: str) -> T | None:
+def resolve_tier(value: bool | dict[str, object] | T | None, model: type[T], name: str) -> T | None:
     """True -> defaults, False/None -> off, dict -> validated model, model -> itself."""
     if value is None or value is False:
         return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ._errors import ConfigurationError, EmbedderError, ModelError, error_kind
 from ._records import Episode, Turn
@@ -22,7 +22,7 @@ __all__ = ["NO_ERROR", "Failure", "RetryPolicy", "blocked", "due", "model_config
 Failure = ModelError | EmbedderError
 """What defers work: a model call that failed or never validated, or an embedder that failed."""
 
-NO_ERROR: dict[str, Any] = {"error": None, "error_kind": None, "error_config": None, "retry_at": None}
+NO_ERROR: dict[str, object] = {"error": None, "error_kind": None, "error_config": None, "retry_at": None}
 
 R = TypeVar("R", Turn, Episode)
 
@@ -65,7 +65,7 @@ class RetryPolicy:
     def failed(self, record: R, exc: Failure, *, config: str, now: datetime, parked_status: str) -> R:
         """``record`` after one more failure: its error, attempts, next retry time, parked when out of attempts."""
         attempts = record.attempts + 1
-        update: dict[str, Any] = {
+        update: dict[str, object] = {
             "error": str(exc)[:2000],
             "error_kind": error_kind(exc),
             "error_config": config,

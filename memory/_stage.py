@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -80,6 +80,6 @@ class StageCall(Generic[InputT, OutputT]):
     """The model the answer must validate against."""
 
     @property
-    def output_schema(self) -> dict[str, Any]:
+    def output_schema(self) -> dict[str, object]:
         """The JSON schema of :attr:`output`."""
         return self.output.model_json_schema()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -56,9 +55,9 @@ def _drop(values: Iterable[str], gone: set[str]) -> tuple[str, ...]:
     return tuple(v for v in values if v not in gone)
 
 
-def _without(metadata: dict[str, Any], gone: set[str]) -> dict[str, Any]:
+def _without(metadata: dict[str, object], gone: set[str]) -> dict[str, object]:
     """Metadata with removed ids dropped from its id lists (``episodes``, ``merged_from``...)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in metadata.items():
         if isinstance(value, list) and any(isinstance(v, str) and v in gone for v in value):
             value = [v for v in value if v not in gone]

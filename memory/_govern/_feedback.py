@@ -127,7 +127,7 @@ def _reinforced(record: Fact | Edge, now: datetime) -> Fact | Edge:
 
 def _changed(record: Any, signal: str, receipt: str, now: datetime) -> Any | None:
     """The record after one feedback signal, or None when it does not change."""
-    event: dict[str, Any] = {"at": now.isoformat(), "receipt": receipt, "signal": signal}
+    event: dict[str, object] = {"at": now.isoformat(), "receipt": receipt, "signal": signal}
     changed: Any
     if isinstance(record, Fact | Edge):
         before = record.confidence

@@ -363,7 +363,7 @@ class Governance:
             raise InvalidArgumentError(f"fact {record.id!r} was superseded by {record.superseded_by!r}: pin that one")
         if record.pinned == pinned and (not pinned or record.status != "archived"):
             return record  # type: ignore[no-any-return]
-        update: dict[str, Any] = {"pinned": pinned, "updated_at": self.clock.now()}
+        update: dict[str, object] = {"pinned": pinned, "updated_at": self.clock.now()}
         if pinned and isinstance(record, Fact) and record.status == "archived":
             update["status"] = "active"
         changed: Fact | Episode = record.model_copy(update=update)

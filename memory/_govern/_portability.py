@@ -179,9 +179,9 @@ class Portability:
                 counts[kind] = counts.get(kind, 0) + 1
         return ExportReport(records=counts)
 
-    def _parse(self, source: Source) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    def _parse(self, source: Source) -> tuple[dict[str, object], list[tuple[str, Any]]]:
         """Every line validated before anything is written."""
-        header: dict[str, Any] | None = None
+        header: dict[str, object] | None = None
         records: list[tuple[str, Any]] = []
         for number, line in enumerate(_lines(source), start=1):
             if not line.strip():
@@ -225,7 +225,7 @@ class Portability:
         by_table: dict[TableName, list[Any]] = {}
         counts: dict[str, int] = {}
         for kind, record in records:
-            update: dict[str, Any] = {"id": ids[record.id], "namespace": ctx.namespace, "user_id": ctx.user_id}
+            update: dict[str, object] = {"id": ids[record.id], "namespace": ctx.namespace, "user_id": ctx.user_id}
             for field in ("provenance", "superseded_by", "support"):
                 if hasattr(record, field):
                     update[field] = _remap(getattr(record, field), ids)

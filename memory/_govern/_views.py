@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,7 +33,7 @@ class MemoryVersion(_Frozen):
     supersedes: tuple[str, ...] = Field(default=(), description="The versions it replaced.")
     pinned: bool = Field(default=False, description="Pinned by the user.")
     turns: tuple[Turn, ...] = Field(default=(), description="The captured turns behind this version.")
-    feedback: tuple[dict[str, Any], ...] = Field(
+    feedback: tuple[dict[str, object], ...] = Field(
         default=(), description="Recall feedback applied to this version, oldest first (see ``feedback``)."
     )
 

@@ -122,7 +122,7 @@ class LLM:
         retry_backoff: float = 0.5,
         ledger: UsageLedger | None = None,
         temperature: float | None = 0.0,
-        extra: dict[str, Any] | None = None,
+        extra: dict[str, object] | None = None,
         max_input_tokens: int | None = None,
     ) -> None:
         if max_input_tokens is not None and (isinstance(max_input_tokens, bool) or max_input_tokens < 1):
@@ -140,7 +140,7 @@ class LLM:
     @property
     def fingerprint(self) -> str:
         """The model configuration calls are made with now (see :func:`config_fingerprint`)."""
-        settings: dict[str, Any] = {"temperature": self.temperature, "extra": self.extra}
+        settings: dict[str, object] = {"temperature": self.temperature, "extra": self.extra}
         if self.max_input_tokens is not None:  # only when set, so that existing fingerprints stay as they were
             settings["max_input_tokens"] = self.max_input_tokens
         return config_fingerprint(self.model, settings)
@@ -164,7 +164,7 @@ class LLM:
         schema = self.count_tokens(schema_prompt(output))
         return max(int(window * INPUT_SHARE) - schema, MIN_INPUT_BUDGET)
 
-    def _response_format(self, output: type[BaseModel]) -> tuple[dict[str, Any], bool]:
+    def _response_format(self, output: type[BaseModel]) -> tuple[dict[str, object], bool]:
         """JSON schema when the model supports it; else JSON mode and the schema goes in the prompt."""
         try:
             native = bool(litellm.supports_response_schema(model=self.model))
@@ -227,7 +227,7 @@ class LLM:
         self,
         stage: str,
         messages: list[dict[str, str]],
-        response_format: dict[str, Any],
+        response_format: dict[str, object],
         call: StageCall[Any, Any] | None = None,
     ) -> str:
         """One completion; transient failures retried with backoff, everything else raised at once.
@@ -242,7 +242,7 @@ class LLM:
                 stage=stage,
                 model=self.model,
             )
-        kwargs: dict[str, Any] = dict(self.extra)
+        kwargs: dict[str, object] = dict(self.extra)
         if call is not None and self.model.startswith(f"{FAKE_PROVIDER}/"):
             kwargs["metadata"] = {STAGE_CALL: call}  # in-process fakes only: litellm hands it to _FakeProvider
         if self.temperature is not None:

@@ -17,7 +17,7 @@ from litellm import exceptions as llm_errors
 from litellm.llms.custom_llm import CustomLLM
 
 from .._errors import ModelError
-from .._stage import StageCall
+from .._stage import ChatMessages, StageCall
 
 __all__ = [
     "FAKE_PROVIDER",
@@ -31,7 +31,7 @@ __all__ = [
 
 FAKE_PROVIDER = "tiermem-fake"
 
-FakeHandler = Callable[[str, list[dict[str, Any]], StageCall[Any, Any] | None], Awaitable[str] | str]
+FakeHandler = Callable[[str, ChatMessages, StageCall[Any, Any] | None], Awaitable[str] | str]
 """A fake model: (model name, messages, the stage call or None) -> the reply text (sync or async)."""
 
 STAGE_CALL = "tiermem_stage_call"  # the metadata key a stage call rides under, from LLM to an in-process fake
@@ -50,7 +50,7 @@ class _FakeProvider(CustomLLM):
     message)``: litellm maps it by status (401 -> AuthenticationError, 503 -> ServiceUnavailableError).
     """
 
-    def _reply(self, model: str, messages: list[dict[str, Any]], text: str) -> Any:
+    def _reply(self, model: str, messages: ChatMessages, text: str) -> Any:
         response = litellm.mock_completion(model=model, messages=messages, mock_response=text)
         response.usage = litellm.Usage(
             prompt_tokens=litellm.token_counter(model="gpt-4o-mini", messages=messages),

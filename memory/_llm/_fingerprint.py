@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any
 
 __all__ = ["config_fingerprint"]
 
@@ -26,7 +25,7 @@ _PROVIDER_ENV_SUFFIXES = (
 )
 
 
-def config_fingerprint(model: str, settings: dict[str, Any] | None = None) -> str:
+def config_fingerprint(model: str, settings: dict[str, object] | None = None) -> str:
     """``"<model>#<digest>"``: what a permanent failure happened under, to tell when it may be fixed.
 
     The digest (SHA-256, 16 hex digits) covers ``settings`` and every provider setting in the

@@ -25,7 +25,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 
@@ -260,7 +259,7 @@ def rank(
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _owned(metadata: dict[str, Any]) -> dict[str, Any]:
+def _owned(metadata: dict[str, object]) -> dict[str, object]:
     """``metadata`` for the caller to keep and change: the store keeps parsed records between recalls,
     and a list or dict inside their metadata would otherwise be the very one the next recall reads."""
     if all(isinstance(v, _SCALARS) for v in metadata.values()):

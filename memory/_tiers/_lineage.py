@@ -83,7 +83,7 @@ class MetadataFilter:
 
     conditions: tuple[_Condition, ...]
 
-    def matches(self, metadata: Mapping[str, Any]) -> bool:
+    def matches(self, metadata: Mapping[str, object]) -> bool:
         for c in self.conditions:
             value = metadata.get(c.key, _UNSET)
             if value is _UNSET:
@@ -135,7 +135,7 @@ def checked_where(where: object) -> MetadataFilter | None:
 
 @dataclass(frozen=True, kw_only=True)
 class _Row:
-    metadata: Mapping[str, Any]
+    metadata: Mapping[str, object]
     sources: tuple[str, ...]  # provenance, plus an edge's supporting facts
 
 
