@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -24,14 +24,17 @@ from ._host import MaintainedSystem
 from ._janitor import run_janitor
 from ._pipeline_runs import close_idle_sessions, retry_pending, run_consolidation, run_digests
 
+if TYPE_CHECKING:
+    from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+
 __all__ = ["DEFAULT_INTERVALS", "JOBS", "run_job", "run_job_async", "schedule_jobs", "wait_for_jobs"]
 
 log = logging.getLogger("tiermem.jobs.scheduler")
 
-Job = Callable[[MaintainedSystem, datetime | None], Awaitable[Any]]
+Job = Callable[[MaintainedSystem, datetime | None], Awaitable[Mapping[str, object]]]
 
 
-async def _janitor(mem: MaintainedSystem, now: datetime | None) -> Any:
+async def _janitor(mem: MaintainedSystem, now: datetime | None) -> Mapping[str, object]:
     return (await run_janitor(mem, now)).as_dict()
 
 
@@ -52,14 +55,14 @@ DEFAULT_INTERVALS: dict[str, timedelta] = {
 
 _systems: dict[str, MaintainedSystem] = {}
 _loops: dict[str, asyncio.AbstractEventLoop] = {}
-_in_flight: set[asyncio.Task[Any]] = set()
+_in_flight: set[asyncio.Task[Mapping[str, object] | None]] = set()
 
 
 def _key(mem: MaintainedSystem) -> str:
     return mem.store.uri
 
 
-async def run_job_async(name: str, key: str) -> Any:
+async def run_job_async(name: str, key: str) -> Mapping[str, object] | None:
     """The callable an asyncio scheduler runs: one job for one registered system."""
     mem = _systems.get(key)
     if mem is None:
@@ -78,7 +81,7 @@ async def run_job_async(name: str, key: str) -> Any:
             _in_flight.discard(task)
 
 
-def run_job(name: str, key: str) -> Any:
+def run_job(name: str, key: str) -> Mapping[str, object] | None:
     """The one callable every scheduler stores (so workers of either kind can share a job store).
 
     When the system lives on a running event loop (an asyncio scheduler or app), the job runs
@@ -104,7 +107,7 @@ async def wait_for_jobs(timeout: float) -> int:
     return len(still)
 
 
-def _create_jobs_table(store: Any) -> None:
+def _create_jobs_table(store: SQLAlchemyJobStore) -> None:
     """Create the shared job table now, tolerating a worker that creates it at the same moment.
 
     APScheduler creates it at start with "create if missing", which two workers starting together

@@ -9,31 +9,33 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 __all__ = ["delegate", "delegate_async"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+S = TypeVar("S")
+"""The part's class: the delegate takes any holder (``object``), the part is found by name."""
 
 
-def delegate(part: str, method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
+def delegate(part: str, method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[object, P], R]:
     """``method`` of the part held as ``self.<part>``: same signature and docstring."""
 
     @functools.wraps(method)
-    def delegated(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+    def delegated(self: object, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return method(getattr(self, part), *args, **kwargs)
 
     return delegated
 
 
 def delegate_async(
-    part: str, method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]
-) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    part: str, method: Callable[Concatenate[S, P], Coroutine[object, None, R]]
+) -> Callable[Concatenate[object, P], Coroutine[object, None, R]]:
     """:func:`delegate` for a coroutine method: the delegate is a coroutine function too."""
 
     @functools.wraps(method)
-    async def delegated(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def delegated(self: object, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return await method(getattr(self, part), *args, **kwargs)
 
     return delegated

@@ -107,11 +107,11 @@ def open_system(*, create: bool = False, model: str | None = "rules") -> MemoryS
     )
 
 
-def awaited(coro: Coroutine[Any, Any, T]) -> T:
+def awaited(coro: Coroutine[object, None, T]) -> T:
     """What ``coro`` returns, run to its end from a command (which is not async)."""
     return asyncio.run(coro)
 
 
-def emit(data: Any, text: str) -> None:
+def emit(data: object, text: str) -> None:
     """Print ``data`` as JSON with ``--json``, else ``text``."""
     click.echo(dumps(data) if given("json") else text)

@@ -10,7 +10,6 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -34,7 +33,7 @@ __all__ = [
 _TEXT_WIDTH = 100  # a line of ``show`` stays readable in a terminal; ``get`` and ``--json`` give it whole
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """Models, dataclasses, tuples and datetimes as JSON values, recursively."""
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
@@ -49,7 +48,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     """``value`` (a model, a list of models, a dict ...) as indented JSON."""
     return json.dumps(_plain(value), indent=2, ensure_ascii=False)
 

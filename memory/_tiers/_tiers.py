@@ -222,7 +222,7 @@ class Tiers:
         confidence: float = 0.8,
         provenance: Sequence[str] = (),
         valid_from: datetime | None = None,
-        metadata: Mapping[str, object] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Fact:
         """Add a fact; the same fact again reinforces it instead of duplicating it."""
         body = checked_text(text)
@@ -268,7 +268,7 @@ class Tiers:
         text: str,
         *,
         provenance: Sequence[str] = (),
-        metadata: Mapping[str, object] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Digest:
         """Replace the user's digest (one per user; the revision counts up in metadata)."""
         now = self.clock.now()

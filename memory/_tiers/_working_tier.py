@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .._decay import turn_decay
 from .._errors import InvalidArgumentError
@@ -105,7 +106,7 @@ class WorkingTier:
         salience: float = 0.5,
         seq: int | None = None,
         provenance: Sequence[str] = (),
-        metadata: Mapping[str, object] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> WorkingEntry:
         """Add one observation to this session's working memory."""
         if ctx.session_id is None:
