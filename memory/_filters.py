@@ -6,7 +6,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from ._errors import InvalidArgumentError
 
@@ -78,7 +77,7 @@ class Where:
             parts.append(f"{checked_column(column)} IN ({', '.join(sql_literal(v) for v in values)})")
         return " AND ".join(parts) if parts else "true"
 
-    def key(self) -> tuple[Any, ...]:
+    def key(self) -> tuple[object, ...]:
         """The same tests in any order give the same key (for results kept per filter)."""
         return filter_key(self.eq, self.isin or {}, self.ne or {})
 
@@ -91,7 +90,7 @@ class Where:
         return all(row.get(column) is None or row.get(column) != value for column, value in (self.ne or {}).items())
 
 
-def filter_key(eq: Mapping[str, str], isin: Mapping[str, Sequence[str]], ne: Mapping[str, str]) -> tuple[Any, ...]:
+def filter_key(eq: Mapping[str, str], isin: Mapping[str, Sequence[str]], ne: Mapping[str, str]) -> tuple[object, ...]:
     """A hashable key of equality, membership and inequality tests, whatever their order."""
     return (
         tuple(sorted(eq.items())),

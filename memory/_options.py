@@ -111,7 +111,7 @@ class SemanticOptions(_Options):
 
     @field_validator("relations", mode="before")
     @classmethod
-    def _relations(cls, value: Any) -> Any:
+    def _relations(cls, value: object) -> object:
         if isinstance(value, bool):
             return RelationsOptions(enabled=value)
         return value

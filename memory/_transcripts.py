@@ -57,7 +57,7 @@ def keep_roles_option(roles: Collection[str]) -> frozenset[str]:
     return chosen
 
 
-def _fields(message: Any) -> Mapping[str, Any] | None:
+def _fields(message: object) -> Mapping[str, Any] | None:
     """The message as a mapping: dicts as they are, pydantic-like objects dumped, else attributes."""
     if isinstance(message, Mapping):
         return message
@@ -72,7 +72,7 @@ def _fields(message: Any) -> Mapping[str, Any] | None:
     return None
 
 
-def _part_text(part: Any, where: str) -> str | None:
+def _part_text(part: object, where: str) -> str | None:
     fields = part if isinstance(part, Mapping) else _fields(part)
     if fields is None or not isinstance(fields.get("type"), str):
         raise InvalidArgumentError(f"{where}: a content part must be an object with a string 'type'")
@@ -84,7 +84,7 @@ def _part_text(part: Any, where: str) -> str | None:
     return text
 
 
-def _text(content: Any, role: str, where: str) -> str:
+def _text(content: object, role: str, where: str) -> str:
     if isinstance(content, str):
         return content
     if content is None:

@@ -171,7 +171,7 @@ class FunctionModel:
         """The window's answer from the function's answer to each turn's ``observe`` call, each observation
         numbered by its turn. A turn's answer that is not observations is the window's answer (it fails as
         the turn's would)."""
-        found: list[Any] = []
+        found: list[object] = []
         for number, turn in enumerate(inputs.turns, start=1):
             alone = observe.Input(
                 messages=turn.messages, user_names=inputs.user_names, known_subjects=inputs.known_subjects, now=turn.now

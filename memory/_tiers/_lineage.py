@@ -151,7 +151,7 @@ class Lineage:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._cache: OrderedDict[tuple[str, str, str, str], tuple[int, Any]] = OrderedDict()
-        self._matches: OrderedDict[tuple[Any, ...], dict[str, frozenset[str]]] = OrderedDict()
+        self._matches: OrderedDict[tuple[object, ...], dict[str, frozenset[str]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def _cached(self, table: TableName, ctx: MemoryContext, load: Callable[[Sequence[Any]], Any]) -> Any:
