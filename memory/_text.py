@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any
+from typing import TypedDict
 
 __all__ = [
     "CHAT_WORDS",
     "FTS_CONFIG",
     "STOP_WORDS",
+    "FtsConfig",
     "content_terms",
     "fold",
     "stem",
@@ -58,8 +59,18 @@ CHAT_WORDS = _wordset(
     absolutely interesting user user's said asked one quite"""
 )
 
+
+class FtsConfig(TypedDict):
+    """The full-text index options this library sets (a subset of LanceDB's ``FTS`` keywords)."""
+
+    language: str
+    stem: bool
+    remove_stop_words: bool
+    ascii_folding: bool
+
+
 # The full-text index: the engine's English stemmer and stop words (LanceDB / tantivy).
-FTS_CONFIG: dict[str, Any] = {"language": "English", "stem": True, "remove_stop_words": True, "ascii_folding": True}
+FTS_CONFIG: FtsConfig = {"language": "English", "stem": True, "remove_stop_words": True, "ascii_folding": True}
 
 _SUFFIXES = ("ing", "ed", "es", "s", "ly")
 

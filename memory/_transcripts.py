@@ -163,9 +163,9 @@ def normalize_messages(
     return tuple(out)
 
 
-def split_turns(items: Sequence[Any]) -> list[list[Any]]:
+def split_turns(items: Sequence[object]) -> list[list[object]]:
     """A batch as turns: each list is one turn; loose messages start a new turn at every user message."""
-    turns: list[list[Any]] = []
+    turns: list[list[object]] = []
     for item in items:
         if isinstance(item, (list, tuple)):
             turns.append(list(item))
