@@ -43,7 +43,7 @@ class _LoopThread:
             return cls._loop
 
 
-def _sync(value: Any) -> Any:
+def _sync(value: object) -> object:
     """Tools handed out by a blocking facade are blocking too (``tools(ctx).execute(message)``)."""
     return Blocking(value) if isinstance(value, (Toolset, MemoryTool)) else value
 
@@ -67,13 +67,13 @@ class Blocking:
         if not inspect.iscoroutinefunction(attr):
 
             @functools.wraps(attr)
-            def plain(*args: Any, **kwargs: Any) -> Any:
+            def plain(*args: object, **kwargs: object) -> object:
                 return _sync(attr(*args, **kwargs))
 
             return plain
 
         @functools.wraps(attr)
-        def call(*args: Any, **kwargs: Any) -> Any:
+        def call(*args: object, **kwargs: object) -> object:
             try:
                 asyncio.get_running_loop()
             except RuntimeError:

@@ -259,7 +259,9 @@ class Lexicon:
                     item["keys"] = self.keys(item["text"])
             return data
 
-        def answer(messages: ChatMessages, call: StageCall[Any, Any]) -> Any:
+        def answer(
+            messages: ChatMessages, call: StageCall[Any, Any]
+        ) -> str | dict[str, object] | Awaitable[str | dict[str, object]]:
             reply = function(messages, call)
             if isinstance(reply, str | dict):
                 return keyed(reply)
