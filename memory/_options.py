@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -254,7 +254,7 @@ MEMORY_CAPABILITY_PRESETS: dict[str, CapabilityPreset] = {
 }
 
 
-def reject_unknown(function: Callable[..., Any], unknown: Mapping[str, object]) -> None:
+def reject_unknown(function: Callable[..., object], unknown: Mapping[str, object]) -> None:
     """Raise ConfigurationError for keywords ``function`` does not take, naming the closest valid one.
 
     The front doors type their catch-all as ``**unknown: Never``, so a type checker already rejects a

@@ -95,7 +95,7 @@ def capability_options(config: McpConfig) -> dict[str, Any]:
     }
 
 
-def _result(envelope: dict[str, Any]) -> types.CallToolResult:
+def _result(envelope: dict[str, object]) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=json.dumps(envelope, ensure_ascii=False))],
         structured_content=envelope,
@@ -274,7 +274,7 @@ async def serve(
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
 
 
-def config_from(values: Mapping[str, Any], environ: Mapping[str, str]) -> McpConfig:
+def config_from(values: Mapping[str, object], environ: Mapping[str, str]) -> McpConfig:
     """The configuration from parsed CLI values, each falling back to its ``TIERMEM_*`` variable."""
 
     def pick(key: str, env: str) -> Any:

@@ -107,7 +107,7 @@ def open_system(*, create: bool = False, model: str | None = "rules") -> MemoryS
     )
 
 
-def awaited(coro: Coroutine[Any, Any, T]) -> T:
+def awaited(coro: Coroutine[object, None, T]) -> T:
     """What ``coro`` returns, run to its end from a command (which is not async)."""
     return asyncio.run(coro)
 

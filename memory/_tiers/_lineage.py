@@ -28,7 +28,7 @@ from typing import Any, TypeAlias
 
 from .._errors import InvalidArgumentError
 from .._filters import MAX_FILTER_VALUE, Where
-from .._records import Fact, MemoryContext
+from .._records import Fact, MemoryContext, Turn
 from .._store import Store, TableName
 
 __all__ = ["OPERATORS", "Lineage", "MetadataFilter", "Past", "checked_where"]
@@ -282,7 +282,7 @@ class Lineage:
         }
 
 
-def _index_rows(records: Sequence[Any]) -> dict[str, _Row]:
+def _index_rows(records: Sequence[Turn]) -> dict[str, _Row]:
     return {
         r.id: _Row(
             metadata=r.metadata,
