@@ -111,7 +111,7 @@ class _Memory:
         self.capability = capability
         self.forget = forget
 
-    def context(self, request: ServerRequestContext[Any, Any] | None) -> MemoryContext:
+    def context(self, request: ServerRequestContext[object, object] | None) -> MemoryContext:
         """Whose memory this request reads: the configured user, or the operator's header on HTTP."""
         header = self.config.user_header
         if header is None:
@@ -136,7 +136,7 @@ class _Memory:
         return {name: tool.renamed(name) for name, tool in zip(short, bound, strict=True)}
 
     async def list_tools(
-        self, request: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        self, request: ServerRequestContext[object, object], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         listing = MemoryContext(namespace=self.config.namespace, user_id=self.config.user_id or "listing")
         return types.ListToolsResult(
@@ -152,7 +152,7 @@ class _Memory:
         )
 
     async def call_tool(
-        self, request: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+        self, request: ServerRequestContext[object, object], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         ctx = self.context(request)  # no user: a protocol error, as for a resource
         try:
@@ -169,7 +169,7 @@ class _Memory:
         return _result(envelope)
 
     async def list_resources(
-        self, request: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        self, request: ServerRequestContext[object, object], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         return types.ListResourcesResult(
             resources=[
@@ -189,7 +189,7 @@ class _Memory:
         )
 
     async def read_resource(
-        self, request: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+        self, request: ServerRequestContext[object, object], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         ctx = self.context(request)
         uri = str(params.uri)
@@ -216,7 +216,7 @@ class _Memory:
 
 def build_server(
     config: McpConfig, *, capability: MemoryCapability | None = None, forget: Forget | None = None
-) -> Server[Any]:
+) -> Server[object]:
     """The MCP server for ``config``: the capability is opened from it unless given; ``forget`` is the write side's."""
     if (config.user_id is None) == (config.user_header is None):
         raise ConfigurationError(
