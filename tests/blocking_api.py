@@ -29,24 +29,27 @@ class Facade:
     protocol: str
     path: Path  # where the protocol is written
     module: str  # its module name
+    base: Facade | None = None  # a facade whose protocol this one extends (listing only what differs)
 
     @property
     def folder(self) -> str:
         return self.module.rpartition(".")[0]
 
 
+CAPABILITY = Facade(
+    cls=MemoryCapability,
+    protocol="BlockingMemoryCapability",
+    path=REPO / "memory" / "_read" / "_blocking_capability.py",
+    module="tiermem.memory._read._blocking_capability",
+)
 FACADES = (
-    Facade(
-        cls=MemoryCapability,
-        protocol="BlockingMemoryCapability",
-        path=REPO / "memory" / "_read" / "_blocking_capability.py",
-        module="tiermem.memory._read._blocking_capability",
-    ),
+    CAPABILITY,
     Facade(
         cls=MemorySystem,
         protocol="BlockingMemorySystem",
         path=REPO / "memory" / "_write" / "_blocking_system.py",
         module="tiermem.memory._write._blocking_system",
+        base=CAPABILITY,
     ),
 )
 # What a blocking facade hands out in place of what the async method returns.
@@ -119,50 +122,62 @@ def _relative(source: str, facade: Facade) -> str:
     return "." * (len(own) - common + 1) + ".".join(target[common:])
 
 
-def render(facade: Facade) -> str:
-    """The protocol module's text, formatted as ruff formats it."""
-    imports: dict[str, set[str]] = {}
-    modules: set[str] = set()
-    body: list[str] = []
+@dataclass(frozen=True, kw_only=True)
+class _Member:
+    name: str
+    lines: tuple[str, ...]
+    imports: dict[str, set[str]]  # module -> names the member's annotations need
+    modules: set[str]  # modules its annotations name (``asyncio.Event``)
 
-    def need(annotation: str, namespace: dict[str, object]) -> None:
-        for name in _names(annotation):
-            if name in ("None", facade.protocol) or hasattr(builtins, name):
+
+class _Needs:
+    """What one member's annotations need imported, and how they are spelled in the protocol's class body."""
+
+    def __init__(self, *, facade: Facade, hidden: list[str]) -> None:
+        self.facade, self.hidden = facade, hidden
+        self.imports: dict[str, set[str]] = {}  # module -> names
+        self.modules: set[str] = set()  # modules named whole (``asyncio.Event``)
+
+    def need(self, annotation: str, namespace: dict[str, object]) -> None:
+        for word in _names(annotation):
+            if word in ("None", self.facade.protocol) or hasattr(builtins, word):
                 continue
-            value = namespace[name]
-            source = _source(name, value, facade)
+            source = _source(word, namespace[word], self.facade)
             if source:
-                imports.setdefault(_relative(source, facade), set()).add(name)
+                self.imports.setdefault(_relative(source, self.facade), set()).add(word)
             else:
-                modules.add(name)
+                self.modules.add(word)
 
+    def spelled(self, annotation: str) -> str:
+        for word in self.hidden:
+            annotation = re.sub(rf"(?<![\w.]){word}\b", f"builtins.{word}", annotation)
+        if "builtins." in annotation:
+            self.modules.add("builtins")
+        return annotation
+
+
+def _rendered_members(facade: Facade) -> list[_Member]:
     members = _members(facade.cls)
     # A method named after a builtin (``list``) hides it in the class body: annotations say ``builtins.list``.
     hidden = sorted(name for name, _ in members if hasattr(builtins, name))
-
-    def spelled(annotation: str) -> str:
-        for name in hidden:
-            annotation = re.sub(rf"(?<![\w.]){name}\b", f"builtins.{name}", annotation)
-        if annotation != annotation.replace("builtins.", ""):
-            modules.add("builtins")
-        return annotation
-
+    out: list[_Member] = []
     for name, member in members:
+        needs = _Needs(facade=facade, hidden=hidden)
+        need, spelled, imports, modules = needs.need, needs.spelled, needs.imports, needs.modules
         if isinstance(member, property):
             getter = inspect.unwrap(member.fget) if member.fget else None
             assert getter is not None
             returns = inspect.signature(getter).return_annotation
             need(returns, getter.__globals__)
-            body += ["    @property", f"    def {name}(self) -> {spelled(returns)}: ..."]
+            lines = ("    @property", f"    def {name}(self) -> {spelled(returns)}: ...")
+            out.append(_Member(name=name, lines=lines, imports=imports, modules=modules))
             continue
         function = getattr(facade.cls, name)
         if not callable(function):
             continue
         signature = inspect.signature(function)
         namespace = inspect.unwrap(function).__globals__
-        returns = signature.return_annotation
-        if name == "blocking":
-            returns = facade.protocol
+        returns = facade.protocol if name == "blocking" else signature.return_annotation
         returns = WRAPPED_RESULTS.get(returns, returns)
         if returns == "Blocking":
             imports.setdefault(_relative("tiermem.memory._blocking", facade), set()).add("Blocking")
@@ -175,15 +190,38 @@ def render(facade: Facade) -> str:
                 parameter = parameter.replace(annotation=_Raw(spelled(parameter.annotation)))
             parameters.append(parameter)
         written = signature.replace(parameters=parameters, return_annotation=_Raw(spelled(returns)))
-        body.append(f"    def {name}{written}: ...")
+        out.append(_Member(name=name, lines=(f"    def {name}{written}: ...",), imports=imports, modules=modules))
+    return out
+
+
+def render(facade: Facade) -> str:
+    """The protocol module's text, formatted as ruff formats it.
+
+    A facade with a ``base`` (the system's read API is the capability's) lists only what differs from it.
+    """
+    members = _rendered_members(facade)
+    bases = "Protocol"
+    imports: dict[str, set[str]] = {}
+    runtime: list[str] = []
+    if facade.base is not None:
+        inherited = {m.name: m.lines for m in _rendered_members(facade.base)}
+        members = [m for m in members if inherited.get(m.name) != m.lines]
+        source = _relative(facade.base.folder, facade)
+        runtime.append(f"from {source} import {facade.base.protocol}")
+        bases = f"{facade.base.protocol}, Protocol"
+    modules: set[str] = set()
+    for member in members:
+        modules |= member.modules
+        for source, names in member.imports.items():
+            imports.setdefault(source, set()).update(names)
 
     lines = [HEADER.format(cls=facade.cls.__name__), "from __future__ import annotations", ""]
-    lines += ["from typing import TYPE_CHECKING, Protocol", "", "if TYPE_CHECKING:"]
+    lines += ["from typing import TYPE_CHECKING, Protocol", *runtime, "", "if TYPE_CHECKING:"]
     lines += [f"    import {m}" for m in sorted(modules)]
     lines += [f"    from {source} import {', '.join(sorted(names))}" for source, names in sorted(imports.items())]
     lines += ["", f'__all__ = ["{facade.protocol}"]', "", ""]
-    lines += [f"class {facade.protocol}(Protocol):", f'    """``{facade.cls.__name__}`` as a blocking facade."""', ""]
-    lines += body
+    lines += [f"class {facade.protocol}({bases}):", f'    """``{facade.cls.__name__}`` as a blocking facade."""', ""]
+    lines += [line for member in members for line in member.lines]
     return _formatted("\n".join(lines) + "\n", facade.path)
 
 

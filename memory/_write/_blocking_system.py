@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from .._read import BlockingMemoryCapability
+
 if TYPE_CHECKING:
     import asyncio
     import builtins
@@ -15,61 +17,18 @@ if TYPE_CHECKING:
     from datetime import datetime
     from typing import Any
 
-    from .._blocking import Blocking
-    from .._clock import Clock
-    from .._embed import Embedder
-    from .._govern import (
-        Destination,
-        EraseReport,
-        ExportReport,
-        FeedbackReport,
-        ForgetReport,
-        ImportReport,
-        MemoryPage,
-        MemoryStats,
-        MemoryVersion,
-        RecallResult,
-        Source,
-    )
-    from .._recall import SearchTier
-    from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, MemoryItem, Tier, WorkingEntry
+    from .._govern import EraseReport, ForgetReport, ImportReport, Source
+    from .._records import Episode, Fact, MemoryContext
     from .._results import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult
-    from .._store import Store
     from ._conversation_import import Conversation, HistoryProgress, HistoryReport
 
 __all__ = ["BlockingMemorySystem"]
 
 
-class BlockingMemorySystem(Protocol):
+class BlockingMemorySystem(BlockingMemoryCapability, Protocol):
     """``MemorySystem`` as a blocking facade."""
 
     def aclose(self) -> None: ...
-    def add_alias(self, ctx: MemoryContext, name: str, subject: str = "user") -> Alias: ...
-    def add_episode(self, episode: Episode) -> Episode: ...
-    def add_semantic_fact(
-        self,
-        ctx: MemoryContext,
-        text: str,
-        *,
-        subject: str = "user",
-        confidence: float = 0.8,
-        provenance: Sequence[str] = (),
-        valid_from: datetime | None = None,
-        metadata: Mapping[str, object] | None = None,
-    ) -> Fact: ...
-    def add_working_memory(
-        self,
-        ctx: MemoryContext,
-        text: str,
-        *,
-        subject: str = "user",
-        kind: str = "note",
-        salience: float = 0.5,
-        seq: int | None = None,
-        provenance: Sequence[str] = (),
-        metadata: Mapping[str, object] | None = None,
-    ) -> WorkingEntry: ...
-    def aliases(self, ctx: MemoryContext) -> dict[str, str]: ...
     def blocking(self) -> BlockingMemorySystem: ...
     def capture(
         self,
@@ -84,45 +43,17 @@ class BlockingMemorySystem(Protocol):
     def capture_from_items(
         self, ctx: MemoryContext, items: Sequence[Mapping[str, Any] | Sequence[Mapping[str, Any]]]
     ) -> builtins.list[CaptureResult]: ...
-    @property
-    def clock(self) -> Clock: ...
-    def connections(
-        self, ctx: MemoryContext, entity: str, *, as_of: datetime | None = None, include_history: bool = False
-    ) -> builtins.list[Edge]: ...
     def consolidate(
         self, ctx: MemoryContext, *, batch_size: int = 4, limit: int | None = None
     ) -> ConsolidationResult: ...
     def digest(self, ctx: MemoryContext) -> DigestResult: ...
-    def ego_graph(
-        self,
-        ctx: MemoryContext,
-        entity: str,
-        *,
-        radius: int = 1,
-        as_of: datetime | None = None,
-        include_history: bool = False,
-    ) -> dict[str, Any]: ...
-    @property
-    def embedder(self) -> Embedder: ...
-    def enabled_tiers(self) -> builtins.list[SearchTier]: ...
     def end_session(self, ctx: MemoryContext, session_id: str | None = None) -> SessionResult: ...
     def end_sessions(self, ctx: MemoryContext, session_ids: Sequence[str]) -> builtins.list[SessionResult]: ...
     def erase_user(self, ctx: MemoryContext) -> EraseReport: ...
-    def export(self, ctx: MemoryContext, destination: Destination) -> ExportReport: ...
     def fact_fingerprint(self, facts: Sequence[Fact]) -> str: ...
-    def facts(
-        self, ctx: MemoryContext, *, subject: str | None = None, include_inactive: bool = False
-    ) -> builtins.list[Fact]: ...
-    def feedback(
-        self, ctx: MemoryContext, receipt: str, *, used: Sequence[str] = (), unhelpful: Sequence[str] = ()
-    ) -> FeedbackReport: ...
     def flush(self) -> None: ...
     def forget(self, ctx: MemoryContext, id: str, *, include_turns: bool = False) -> ForgetReport: ...
     def fork(self, src: MemoryContext, dst: MemoryContext) -> ImportReport: ...
-    def format_context(self, ctx: MemoryContext, input: str, *, max_tokens: int | None = None) -> str: ...
-    def format_context_sync(self, ctx: MemoryContext, input: str, *, max_tokens: int | None = None) -> str: ...
-    def get(self, ctx: MemoryContext, id: str) -> MemoryItem: ...
-    def history(self, ctx: MemoryContext, id: str) -> builtins.list[MemoryVersion]: ...
     def import_(self, ctx: MemoryContext, source: Source) -> ImportReport: ...
     def import_conversations(
         self,
@@ -134,60 +65,7 @@ class BlockingMemorySystem(Protocol):
         consolidate: bool = True,
         observe_window: int = 8,
     ) -> HistoryReport: ...
-    def item(self, record: Any, now: datetime, session_seq: int = 0) -> MemoryItem: ...
-    def latest_digest(self, ctx: MemoryContext) -> Digest | None: ...
-    def list(
-        self,
-        ctx: MemoryContext,
-        *,
-        tier: Tier | Sequence[Tier] | None = None,
-        subject: str | None = None,
-        status: str | Sequence[str] | None = None,
-        where: Mapping[str, Any] | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> MemoryPage: ...
     def pin(self, ctx: MemoryContext, id: str) -> Fact | Episode: ...
-    def recall(
-        self,
-        ctx: MemoryContext,
-        cue: str | None = None,
-        *,
-        limit: int = 10,
-        tiers: Sequence[str] | None = None,
-        subject: str | None = None,
-        where: Mapping[str, Any] | None = None,
-    ) -> RecallResult: ...
-    def recall_sync(
-        self,
-        ctx: MemoryContext,
-        cue: str | None = None,
-        *,
-        limit: int = 10,
-        tiers: Sequence[str] | None = None,
-        subject: str | None = None,
-        where: Mapping[str, Any] | None = None,
-    ) -> RecallResult: ...
-    def recent_episodes(self, ctx: MemoryContext, *, limit: int = 5) -> builtins.list[Episode]: ...
-    def relate(
-        self,
-        ctx: MemoryContext,
-        a: str,
-        b: str,
-        *,
-        max_hops: int | None = None,
-        as_of: datetime | None = None,
-        include_history: bool = False,
-    ) -> builtins.list[Edge] | None: ...
-    def remember(
-        self,
-        ctx: MemoryContext,
-        text: str,
-        *,
-        subject: str = "user",
-        provenance: Sequence[str] = (),
-        metadata: Mapping[str, object] | None = None,
-    ) -> Fact: ...
     def retry_pending(
         self, ctx: MemoryContext | None = None, *, include_parked: bool = False, due_only: bool = False
     ) -> RetryReport: ...
@@ -200,22 +78,8 @@ class BlockingMemorySystem(Protocol):
         grace: float = 30.0,
         **intervals: Any,
     ) -> int: ...
-    def set_digest(
-        self,
-        ctx: MemoryContext,
-        text: str,
-        *,
-        provenance: Sequence[str] = (),
-        metadata: Mapping[str, object] | None = None,
-    ) -> Digest: ...
     def start_jobs(self, scheduler: Any = None, **intervals: Any) -> Any: ...
-    def stats(self, ctx: MemoryContext) -> MemoryStats: ...
     def stop_jobs(self, *, wait: bool = True) -> None: ...
-    @property
-    def store(self) -> Store: ...
-    def subjects(self, ctx: MemoryContext) -> builtins.list[str]: ...
-    def tools(self, ctx: MemoryContext, *, write: bool = False) -> Blocking: ...
     def unpin(self, ctx: MemoryContext, id: str) -> Fact | Episode: ...
     def update(self, ctx: MemoryContext, id: str, *, text: str | None = None, subject: str | None = None) -> Fact: ...
     def usage(self) -> dict[str, dict[str, float]]: ...
-    def working_memory(self, ctx: MemoryContext, *, include_inactive: bool = False) -> builtins.list[WorkingEntry]: ...
