@@ -8,14 +8,17 @@ each consolidated when it happened, then ask about each period in several wordin
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from tiermem import InvalidArgumentError, MemoryContext, MemoryItem, MemorySystem, system
+from tiermem.memory._cli._main import cli
 from tiermem.memory._when import TimeWindow, time_mention
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
@@ -214,3 +217,24 @@ def test_a_bad_window_is_refused(mem: MemorySystem, kwargs: dict[str, object]) -
     if "as_of" not in kwargs:
         with pytest.raises(InvalidArgumentError):
             asyncio.run(mem.list(CTX, **kwargs))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("command", "window", "present", "absent"),
+    [
+        (["show", "ana"], ["--since", "2026-11-01", "--until", "2026-12-01"], "pottery", "pixel"),
+        (["search", "ana", "cat pottery flight"], ["--until", "2026-06-01"], "pixel", "pottery"),
+    ],
+    ids=["show-window", "search-until"],
+)
+def test_the_cli_takes_the_window(
+    mem: MemorySystem, tmp_path: Path, command: list[str], window: list[str], present: str, absent: str
+) -> None:
+    folder = tmp_path / "store"  # the copy ``mem`` opened
+    result = CliRunner().invoke(
+        cli, [*command, "--namespace", "time", "--store", str(folder), *window, "--json"], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    texts = [i["text"].lower() for i in json.loads(result.stdout)]
+    assert texts and present in texts[0]
+    assert not any(absent in t for t in texts)
