@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,20 @@ from ._options import (
 from ._output import item_text, items_text, stats_text, store_stats_text, users_text, versions_text
 
 __all__ = ["COMMANDS", "all_items", "get", "graph", "history", "search", "show", "stats", "users"]
+
+
+_DATES = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S"]
+
+
+def window_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``--since`` and ``--until``: only what was said in that window (dates or times, UTC unless given)."""
+    command = click.option("--until", type=click.DateTime(_DATES), help="only what was said before this (UTC)")(command)
+    return click.option("--since", type=click.DateTime(_DATES), help="only what was said from this on (UTC)")(command)
+
+
+def utc(value: datetime | None) -> datetime | None:
+    """A date from the command line as an aware time: UTC unless it names its own offset."""
+    return value if value is None or value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def all_items(mem: MemorySystem, who: MemoryContext, limit: int | None = None, **filters: Any) -> list[MemoryItem]:
@@ -56,9 +72,19 @@ def users(namespace: str | None) -> None:
 @click.option("--subject", help="only memories about this subject ('user', a first name, an organisation)")
 @click.option("--status", multiple=True, help="only this status: active, superseded, archived ... (repeatable)")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="at most this many")
-def show(who: MemoryContext, tier: tuple[str, ...], subject: str | None, status: tuple[str, ...], limit: int) -> None:
+@window_options
+def show(
+    who: MemoryContext,
+    tier: tuple[str, ...],
+    subject: str | None,
+    status: tuple[str, ...],
+    limit: int,
+    since: datetime | None,
+    until: datetime | None,
+) -> None:
     """List a user's memories, oldest first, with the ids the other commands take."""
-    filters = {"tier": list(tier) or None, "subject": subject, "status": list(status) or None}
+    filters: dict[str, object] = {"tier": list(tier) or None, "subject": subject, "status": list(status) or None}
+    filters |= {"since": utc(since), "until": utc(until)}
     items = all_items(open_system(), who, limit + 1, **filters)
     emit(items[:limit], items_text(items[:limit]))
     if len(items) > limit and not given("json"):
@@ -70,9 +96,14 @@ def show(who: MemoryContext, tier: tuple[str, ...], subject: str | None, status:
 @click.argument("query")
 @click.option("--subject", help="only memories about this subject")
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True, help="at most this many")
-def search(who: MemoryContext, query: str, subject: str | None, limit: int) -> None:
-    """Recall a user's memories for QUERY, best first, as the agent would."""
-    found = awaited(open_system().recall(who, query, limit=limit, subject=subject))
+@window_options
+def search(
+    who: MemoryContext, query: str, subject: str | None, limit: int, since: datetime | None, until: datetime | None
+) -> None:
+    """Recall a user's memories for QUERY, best first, as the agent would.
+
+    Time words in QUERY ("last week", "in May") rank what was said then first."""
+    found = awaited(open_system().recall(who, query, limit=limit, subject=subject, since=utc(since), until=utc(until)))
     emit(found, items_text(found))
 
 

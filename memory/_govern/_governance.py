@@ -27,6 +27,7 @@ from .._records import Digest, Edge, Episode, Fact, MemoryContext, MemoryItem, T
 from .._store import MEMORY_TABLES, TIER_TABLES, Store, TableName, TierTable, Where
 from .._subjects import canonical_subject
 from .._tiers import Lineage, checked_context, checked_where, embedded_text, scope, to_memory_item
+from .._when import checked_window
 from ._views import MemoryPage, MemoryStats, MemoryVersion
 
 __all__ = [
@@ -88,13 +89,15 @@ class Governance:
         subject: str | None = None,
         status: str | Sequence[str] | None = None,
         where: Mapping[str, object] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> MemoryPage:
         """The user's memories oldest first, by ``(created_at, id)``: a page and the cursor of the next."""
         return await run_blocking(
             self.list_sync, checked_context(ctx), tier=tier, subject=subject, status=status, where=where,
-            limit=limit, cursor=cursor,
+            since=since, until=until, limit=limit, cursor=cursor,
         )  # fmt: skip
 
     async def get(self, ctx: MemoryContext, id: str) -> MemoryItem:
@@ -166,10 +169,13 @@ class Governance:
         subject: str | None = None,
         status: str | Sequence[str] | None = None,
         where: Mapping[str, object] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> MemoryPage:
-        """The blocking body of ``list``; ``where`` filters on captured metadata (see :mod:`.._tiers._lineage`)."""
+        """The blocking body of ``list``; ``where`` filters on captured metadata (see :mod:`.._tiers._lineage`),
+        ``since``/``until`` on when a memory was said (see :mod:`.._when`)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidArgumentError("limit must be an integer between 1 and 1000")
         tiers = list(TIER_TABLES) if tier is None else checked_strings(tier, "tier")
@@ -178,9 +184,8 @@ class Governance:
             raise InvalidArgumentError(f"unknown tiers {unknown}; choose from {list(TIER_TABLES)}")
         statuses = None if status is None else checked_strings(status, "status")
         after = decode_cursor(cursor) if cursor is not None else None
-        matcher = checked_where(where)
         tables = [table for t, table in TIER_TABLES.items() if t in tiers]
-        allowed = self.lineage.matching(ctx, matcher, tables) if matcher is not None else None
+        allowed = self.lineage.allowed(ctx, checked_where(where), checked_window(since, until), tables)
         canon = canonical_subject(subject, aliases=self._aliases(ctx)) if subject is not None else None
         keys: list[tuple[datetime, str, TierTable]] = []
         for table in (table for t, table in TIER_TABLES.items() if t in tiers):

@@ -101,6 +101,8 @@ class BlockingMemoryCapability(Protocol):
         subject: str | None = None,
         status: str | Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> MemoryPage: ...
@@ -113,6 +115,9 @@ class BlockingMemoryCapability(Protocol):
         tiers: Sequence[str] | None = None,
         subject: str | None = None,
         where: Mapping[str, Any] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> RecallResult: ...
     def recall_sync(
         self,
@@ -123,6 +128,9 @@ class BlockingMemoryCapability(Protocol):
         tiers: Sequence[str] | None = None,
         subject: str | None = None,
         where: Mapping[str, Any] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> RecallResult: ...
     def recent_episodes(self, ctx: MemoryContext, *, limit: int = 5) -> builtins.list[Episode]: ...
     def relate(

@@ -41,6 +41,7 @@ from .._scope import checked_string
 from .._store import Store
 from .._tiers import Lineage, Tiers, checked_context, checked_where
 from .._tools import MemoryTool, RecallArguments, Toolset
+from .._when import checked_instant, checked_window
 from ._async_tiers import AsyncTiers
 from ._blocking_capability import BlockingMemoryCapability
 
@@ -136,16 +137,25 @@ class MemoryCapability:
         tiers: Sequence[str] | None = None,
         subject: str | None = None,
         where: Mapping[str, Any] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> RecallResult:
         """Memories across the enabled tiers, ranked for ``cue`` (most recent and salient without one).
 
         ``where``: only memories from turns captured with matching metadata (``{"channel": "email"}``,
-        ``{"labels": {"contains": "work"}}``, ``{"source": {"in": [...]}}``). The result is a list with a
-        ``receipt`` for :meth:`feedback`. What no longer holds (a superseded fact, a turn all of whose facts
-        were superseded) has ``metadata["superseded"]`` and ranks below what replaced it.
+        ``{"labels": {"contains": "work"}}``, ``{"source": {"in": [...]}}``). ``since``/``until``: only
+        memories said in that window (a turn's time, an episode's turns, a fact's first evidence). Without
+        them, a time the cue names ("last week", "in May", "on March 3") is resolved against ``as_of``
+        (default now) and what was said then ranks first. The result is a list with a ``receipt`` for
+        :meth:`feedback`. What no longer holds (a superseded fact, a turn all of whose facts were
+        superseded) has ``metadata["superseded"]`` and ranks below what replaced it.
         """
         checked_context(ctx)
-        return await run_blocking(self.recall_sync, ctx, cue, limit=limit, tiers=tiers, subject=subject, where=where)
+        return await run_blocking(
+            self.recall_sync, ctx, cue, limit=limit, tiers=tiers, subject=subject, where=where, since=since,
+            until=until, as_of=as_of,
+        )  # fmt: skip
 
     def recall_sync(
         self,
@@ -156,6 +166,9 @@ class MemoryCapability:
         tiers: Sequence[str] | None = None,
         subject: str | None = None,
         where: Mapping[str, Any] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> RecallResult:
         """The blocking body of :meth:`recall`."""
         checked_context(ctx)
@@ -167,7 +180,10 @@ class MemoryCapability:
             raise InvalidArgumentError("limit must be an int between 1 and 1000")
         if isinstance(tiers, str):
             raise InvalidArgumentError("tiers must be a list of tier names, not a string")
-        found = self.search.recall(ctx, cue, limit=limit, tiers=tiers, subject=subject, where=checked_where(where))
+        window, as_of = checked_window(since, until), checked_instant(as_of, "as_of")
+        found = self.search.recall(
+            ctx, cue, limit=limit, tiers=tiers, subject=subject, where=checked_where(where), window=window, as_of=as_of
+        )
         return RecallResult(found, receipt=self.receipts.issue(ctx, (i.id for i in found), self.clock.now()))
 
     async def feedback(
@@ -300,13 +316,17 @@ class MemoryCapability:
         subject: str | None = None,
         status: str | Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> MemoryPage:
         """The user's memories oldest first, a page at a time: pass ``next_cursor`` back for the next.
 
-        ``where``: only memories from turns captured with matching metadata, as for :meth:`recall`.
+        ``where``, ``since`` and ``until``: only memories from turns captured with matching metadata, or
+        said in that window, as for :meth:`recall`.
         """
         return await self.governance.list_memories(
-            ctx, tier=tier, subject=subject, status=status, where=where, limit=limit, cursor=cursor
-        )
+            ctx, tier=tier, subject=subject, status=status, where=where, since=since, until=until, limit=limit,
+            cursor=cursor,
+        )  # fmt: skip

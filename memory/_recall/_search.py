@@ -23,7 +23,9 @@ from .._records import Alias, Fact, MemoryContext, MemoryItem, RankedMemoryItem,
 from .._relations import Relations
 from .._store import TableName, Where
 from .._subjects import canonical_subject
+from .._text import stem, terms
 from .._tiers import Lineage, MetadataFilter, Tiers, embedded_text, marked_past, scope, to_memory_item
+from .._when import TALK_WORDS, TimeWindow, time_mention
 from ._ranking import Candidate, named_subjects, rank, rank_without_cue
 from ._relevance import Calibration, calibration
 
@@ -52,6 +54,7 @@ _LIVE: dict[TableName, list[str]] = {
 _SEARCHED: dict[TableName, list[str]] = {**_LIVE, "facts": ["active", "superseded"]}
 _BROWSE = ("working", "episodes", "facts", "digests")  # without a cue the raw log is noise
 
+_TALK_TERMS = frozenset(stem(w) for w in TALK_WORDS)  # as :func:`terms` gives them
 _SEARCHES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tiermem-search")
 _GRAPH_EDGES = 10  # edges per named entity admitted by graph expansion
 _GRAPH_FACTS = 8  # neighbour facts admitted by graph expansion
@@ -130,14 +133,32 @@ class Search:
         tiers: Sequence[str] | None,
         subject: str | None,
         where: MetadataFilter | None = None,
+        window: TimeWindow | None = None,
+        as_of: datetime | None = None,
     ) -> list[RankedMemoryItem]:
         """Memories across the chosen tiers, ranked for ``cue`` (most recent and salient without one).
 
         ``where``: only memories matching it (captured metadata, see :mod:`.._tiers._lineage`).
+        ``window``: only memories said within it (see :mod:`.._when`). Without one, a cue naming a time
+        ("last week", "in May", resolved against ``as_of`` or now) ranks what was said then first: the
+        cue less its time words within the window (everything said then, when nothing else is left),
+        then the whole cue over all time, so a time named wrongly or in passing loses nothing.
         """
         # One version check per table for the whole recall: aliases, lineage and searches read one version.
         with self.tiers.store.pinned_versions():
-            return self._recall(ctx, cue, limit=limit, tiers=tiers, subject=subject, where=where)
+
+            def ranked(asked: str | None, within: TimeWindow | None) -> list[RankedMemoryItem]:
+                return self._recall(ctx, asked, limit=limit, tiers=tiers, subject=subject, where=where, window=within)
+
+            mention = time_mention(cue, as_of or self.tiers.clock.now()) if cue and window is None else None
+            if cue is None or mention is None:
+                return ranked(cue, window)
+            asked = mention.without(cue)
+            then = ranked(asked if terms(asked) - _TALK_TERMS else None, mention.window)
+            if len(then) >= limit:
+                return then
+            seen = {item.id for item in then}
+            return then + [item for item in ranked(cue, None) if item.id not in seen][: limit - len(then)]
 
     def _recall(
         self,
@@ -148,18 +169,21 @@ class Search:
         tiers: Sequence[str] | None,
         subject: str | None,
         where: MetadataFilter | None,
+        window: TimeWindow | None,
     ) -> list[RankedMemoryItem]:
         aliases = self.tiers.aliases(ctx)
         canon = canonical_subject(subject, aliases=aliases) if subject is not None else None
         now = self.tiers.clock.now()
         chosen = self.chosen(tiers)
         tables = [table for tier in chosen for table in _SOURCES[tier]]
-        allowed = self.lineage.matching(ctx, where, tables) if where is not None else None
+        allowed = self.lineage.allowed(ctx, where, window, tables)
         session_seq = self.tiers.session_seq(ctx) if "working" in chosen else 0
         store = self.tiers.store
         if cue is None or not cue.strip():
             items: list[MemoryItem] = []
-            for table in (t for t in tables if t in _BROWSE):
+            # Within a window the log is what was said then; over all time it is noise beside the episodes.
+            browsed = _BROWSE if window is None else (*_BROWSE, "turns")
+            for table in (t for t in tables if t in browsed):
                 scoped = self._where(ctx, table, canon, allowed, browse=True)
                 if scoped is not None:
                     items += [self.item(r, now, session_seq) for r in store.query(table, scoped)]
@@ -201,8 +225,8 @@ class Search:
         query_vector = meaning[1] if meaning else None
         self._mark_past(ctx, query_vector, now, found, canon, allowed if "semantic" in chosen else {})
         named = named_subjects(cue, aliases)
-        # Not under ``where``: a graph neighbour is linked to the cue, not to the turns the filter chose.
-        graph = self.relations.options is not None and canon is None and "semantic" in chosen and where is None
+        # Not under a filter: a graph neighbour is linked to the cue, not to the turns or times the filter chose.
+        graph = self.relations.options is not None and canon is None and "semantic" in chosen and allowed is None
         if graph and query_vector is not None:
             self._expand_through_graph(ctx, query_vector, named, now, found)
         return rank(
@@ -324,3 +348,4 @@ class Search:
                 lexical=old.lexical if old else 0.0,
                 via_graph=_GRAPH_FACT_FLOOR,
             )
+

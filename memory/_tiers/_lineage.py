@@ -28,8 +28,9 @@ from typing import Any, TypeAlias
 
 from .._errors import InvalidArgumentError
 from .._filters import MAX_FILTER_VALUE, Where
-from .._records import Fact, MemoryContext, Turn
+from .._records import Digest, Edge, Episode, Fact, MemoryContext, Turn, WorkingEntry
 from .._store import Store, TableName
+from .._when import TimeWindow, dated_span
 
 __all__ = ["OPERATORS", "Lineage", "MetadataFilter", "Past", "checked_where"]
 
@@ -137,6 +138,7 @@ def checked_where(where: object) -> MetadataFilter | None:
 class _Row:
     metadata: Mapping[str, object]
     sources: tuple[str, ...]  # provenance, plus an edge's supporting facts
+    said: tuple[datetime, datetime]  # when it was said (see .._when.dated_span)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -257,6 +259,29 @@ class Lineage:
                 self._matches.popitem(last=False)
         return found
 
+    def allowed(
+        self,
+        ctx: MemoryContext,
+        where: MetadataFilter | None,
+        window: TimeWindow | None,
+        tables: Sequence[TableName],
+    ) -> dict[str, frozenset[str]] | None:
+        """Per table, the ids of ``ctx``'s records both filters allow; None when there is no filter."""
+        matched = self.matching(ctx, where, tables) if where is not None else None
+        if window is None:
+            return matched
+        dated = self.dated(ctx, window, tables)
+        return dated if matched is None else {t: ids & matched.get(t, frozenset()) for t, ids in dated.items()}
+
+    def dated(self, ctx: MemoryContext, window: TimeWindow, tables: Sequence[TableName]) -> dict[str, frozenset[str]]:
+        """Per table, the ids of ``ctx``'s records said within ``window``; the digest (said at no one time) never."""
+        return {
+            table: frozenset(
+                rid for rid, row in self._rows(table, ctx).items() if table != "digests" and window.overlaps(*row.said)
+            )
+            for table in tables
+        }
+
     def _match(self, ctx: MemoryContext, where: MetadataFilter, tables: Sequence[TableName]) -> dict[str, set[str]]:
         turns = {rid for rid, row in self._rows("turns", ctx).items() if where.matches(row.metadata)}
         out: dict[str, set[str]] = {"turns": turns} if "turns" in tables else {}
@@ -282,11 +307,12 @@ class Lineage:
         }
 
 
-def _index_rows(records: Sequence[Turn]) -> dict[str, _Row]:
+def _index_rows(records: Sequence[Turn | Episode | Fact | Edge | Digest | WorkingEntry]) -> dict[str, _Row]:
     return {
         r.id: _Row(
             metadata=r.metadata,
             sources=(*getattr(r, "provenance", ()), *getattr(r, "support", ())),
+            said=dated_span(r),
         )
         for r in records
     }
