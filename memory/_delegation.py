@@ -8,8 +8,8 @@ SessionLog.journal)``, so callers see the one class with the part's signature an
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Concatenate, ParamSpec, TypeVar
 
 __all__ = ["delegate", "delegate_async"]
 
@@ -29,8 +29,8 @@ def delegate(part: str, method: Callable[Concatenate[S, P], R]) -> Callable[Conc
 
 
 def delegate_async(
-    part: str, method: Callable[Concatenate[S, P], Coroutine[Any, Any, R]]
-) -> Callable[Concatenate[object, P], Coroutine[Any, Any, R]]:
+    part: str, method: Callable[Concatenate[S, P], Awaitable[R]]
+) -> Callable[Concatenate[object, P], Coroutine[object, None, R]]:
     """:func:`delegate` for a coroutine method: the delegate is a coroutine function too."""
 
     @functools.wraps(method)

@@ -17,7 +17,7 @@ A batch is checked whole before anything is written: an invalid message raises
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from pydantic import ValidationError
 
@@ -99,10 +99,10 @@ def _text(content: object, role: str, where: str) -> str:
     )
 
 
-def _memory_calls(fields: Mapping[str, Any]) -> set[str]:
-    """Ids of the calls an assistant message makes to tiermem's own tools."""
+def _memory_calls(calls: object) -> set[str]:
+    """Ids of the calls an assistant message makes to tiermem's own tools (``calls``: its checked ``tool_calls``)."""
     ids: set[str] = set()
-    for call in fields.get("tool_calls") or ():
+    for call in calls if isinstance(calls, Sequence) else ():
         call_fields = call if isinstance(call, Mapping) else _fields(call) or {}
         function = call_fields.get("function")
         function_fields = function if isinstance(function, Mapping) else _fields(function) or {}
@@ -114,7 +114,7 @@ def _memory_calls(fields: Mapping[str, Any]) -> set[str]:
 
 
 def normalize_messages(
-    raw: Sequence[Mapping[str, object] | Message | Any], *, keep_roles: Collection[str] = DEFAULT_KEEP_ROLES
+    raw: Sequence[object], *, keep_roles: Collection[str] = DEFAULT_KEEP_ROLES
 ) -> tuple[Message, ...]:
     """The messages of one turn as the turn log keeps them, or :class:`InvalidArgumentError`.
 
@@ -146,7 +146,7 @@ def normalize_messages(
             raise InvalidArgumentError(f"{where}: 'tool_calls' must be a list")
         text = _text(fields.get("content"), role, where)
         if role == "assistant":
-            memory_calls |= _memory_calls(fields)
+            memory_calls |= _memory_calls(calls)
         stored_developer = isinstance(message, Message) and role == "system" and "developer" in keep
         if (role not in keep and not stored_developer) or not text.strip():
             continue

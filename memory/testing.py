@@ -5,7 +5,7 @@ the messages and the :class:`StageCall` (the stage, its typed input and the outp
 pydantic-ai's ``FunctionModel`` function receives ``AgentInfo``, so it never parses the prompt to know what
 is asked::
 
-    def answer(messages: list[dict[str, Any]], call: StageCall[Any, Any]) -> dict[str, Any]:
+    def answer(messages: ChatMessages, call: StageCall[Any, Any]) -> dict[str, object]:
         if call.stage is observe.STAGE:
             return {"observations": []}
         ...
@@ -48,10 +48,12 @@ from ._errors import ModelError
 from ._filters import Where
 from ._llm import allow_real_requests, context_window_exceeded, install_fake_provider, message_tokens
 from ._records import MAX_KEYS
-from ._stage import StageCall
+from ._stage import ChatMessages, StageCall
 from ._store import TableName
 
 __all__ = [
+    "Answer",
+    "ChatMessages",
     "FrozenClock",
     "FunctionModel",
     "HashingEmbedder",
@@ -95,7 +97,7 @@ class RecordedCall:
     """One request a fake model served."""
 
     model: str
-    messages: list[dict[str, Any]]
+    messages: ChatMessages
     call: StageCall[Any, Any] | None = None
     """The stage call, when the request came from a stage (always, through the pipelines)."""
     input_tokens: int = 0
@@ -113,8 +115,11 @@ class RecordedCall:
         return "\n".join(str(m.get("content", "")) for m in self.messages)
 
 
-Reply = Callable[[list[dict[str, Any]], StageCall[Any, Any]], "str | dict[str, Any] | Awaitable[str | dict[str, Any]]"]
-"""A fake model's function: (messages, stage call) -> the reply, a JSON string or a dict (sync or async)."""
+Answer = str | Mapping[str, object]
+"""A fake model's answer: a JSON string, or the JSON object as a mapping."""
+
+Reply = Callable[[ChatMessages, StageCall[Any, Any]], "Answer | Awaitable[Answer]"]
+"""A fake model's function: (messages, stage call) -> the :data:`Answer` (sync or async)."""
 
 
 @dataclass
@@ -141,7 +146,7 @@ class FunctionModel:
         declared = self.declared_window if self.declared_window is not None else self.context_window
         self.model = install_fake_provider(self.name, self._serve, context_window=declared)
 
-    async def _serve(self, model: str, messages: list[dict[str, Any]], call: StageCall[Any, Any] | None) -> str:
+    async def _serve(self, model: str, messages: ChatMessages, call: StageCall[Any, Any] | None) -> str:
         # Counted under the name the library counts under (litellm hands the fake the name without its
         # provider prefix; both pick the same tokenizer): the pre-send window check's count is reused.
         size = message_tokens(self.model, messages)
@@ -157,24 +162,24 @@ class FunctionModel:
         reply = await self._reply(list(messages), call)
         return reply if isinstance(reply, str) else json.dumps(reply)
 
-    async def _reply(self, messages: list[dict[str, Any]], call: StageCall[Any, Any] | None) -> str | dict[str, Any]:
+    async def _reply(self, messages: ChatMessages, call: StageCall[Any, Any] | None) -> Answer:
         if call is None:
             raise ModelError(f"{self.name}: a FunctionModel answers stage calls only (LLM.structured without call=)")
         if self.split_windows and call.stage is observe_window.STAGE:
             return await self._window_reply(call.inputs)
         return await self._call(messages, call)
 
-    async def _call(self, messages: list[dict[str, Any]], call: StageCall[Any, Any]) -> str | dict[str, Any]:
+    async def _call(self, messages: ChatMessages, call: StageCall[Any, Any]) -> Answer:
         reply = self.function(messages, call)
         if asyncio.iscoroutine(reply) or isinstance(reply, Awaitable):
             reply = await reply
         return reply
 
-    async def _window_reply(self, inputs: observe_window.Input) -> str | dict[str, Any]:
+    async def _window_reply(self, inputs: observe_window.Input) -> Answer:
         """The window's answer from the function's answer to each turn's ``observe`` call, each observation
         numbered by its turn. A turn's answer that is not observations is the window's answer (it fails as
         the turn's would)."""
-        found: list[Any] = []
+        found: list[object] = []
         for number, turn in enumerate(inputs.turns, start=1):
             alone = observe.Input(
                 messages=turn.messages, user_names=inputs.user_names, known_subjects=inputs.known_subjects, now=turn.now
@@ -195,14 +200,14 @@ class ScriptedModel(FunctionModel):
     """Replies from a script, in order, whatever it is asked (an ``observe_window`` call gets the next reply,
     unsplit); raises when the script runs out. Records every call."""
 
-    def __init__(self, replies: Sequence[str | dict[str, Any] | Exception], *, name: str | None = None) -> None:
+    def __init__(self, replies: Sequence[Answer | Exception], *, name: str | None = None) -> None:
         self._replies = list(replies)
         super().__init__(function=lambda messages, call: self._next(), name=name or f"scripted-{next(_counter)}")
 
-    async def _reply(self, messages: list[dict[str, Any]], call: StageCall[Any, Any] | None) -> str | dict[str, Any]:
+    async def _reply(self, messages: ChatMessages, call: StageCall[Any, Any] | None) -> Answer:
         return self._next()
 
-    def _next(self) -> str | dict[str, Any]:
+    def _next(self) -> Answer:
         if not self._replies:
             raise ModelError("scripted model has no replies left")
         reply = self._replies.pop(0)
@@ -255,19 +260,22 @@ class Lexicon:
     def attach(self, function: Reply) -> Reply:
         """``function`` with keys added to every observation and added or updated fact that has none."""
 
-        def keyed(reply: str | dict[str, Any]) -> str | dict[str, Any]:
+        def keyed(reply: Answer) -> Answer:
             data = json.loads(reply) if isinstance(reply, str) else reply
-            for item in [*data.get("observations", ()), *data.get("operations", ())]:
-                if item.get("text") and not item.get("keys") and item.get("op", "add") in {"add", "update"}:
-                    item["keys"] = self.keys(item["text"])
+            for part in ("observations", "operations"):
+                items = data.get(part, ())
+                for item in items if isinstance(items, list | tuple) else ():
+                    text = item.get("text") if isinstance(item, dict) else None
+                    if text and not item.get("keys") and item.get("op", "add") in {"add", "update"}:
+                        item["keys"] = self.keys(text)
             return data
 
-        def answer(messages: list[dict[str, Any]], call: StageCall[Any, Any]) -> Any:
+        def answer(messages: ChatMessages, call: StageCall[Any, Any]) -> Answer | Awaitable[Answer]:
             reply = function(messages, call)
-            if isinstance(reply, str | dict):
+            if isinstance(reply, str | Mapping):
                 return keyed(reply)
 
-            async def later() -> str | dict[str, Any]:
+            async def later() -> Answer:
                 return keyed(await reply)
 
             return later()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel
 
@@ -24,6 +24,8 @@ from tiermem.memory._stage import ChatMessages, Stage
 __all__ = ["FALLBACK_BUDGET", "MIN_ROOM", "Budget", "fitted", "input_budget"]
 
 T = TypeVar("T")
+InputT = TypeVar("InputT", bound=BaseModel)
+OutputT = TypeVar("OutputT", bound=BaseModel)
 
 FALLBACK_BUDGET = 8192
 """Tokens assumed for a model that knows no budget once its provider refused a prompt as too long."""
@@ -130,7 +132,7 @@ class Budget:
         """Whether ``text`` has at most ``tokens`` tokens (a text of more than 64 characters a token has not)."""
         return len(text) <= tokens * 64 and self.count(text) <= tokens
 
-    def room(self, stage: Stage[Any, Any], base: ChatMessages, *, slack: int = 16) -> int:
+    def room(self, stage: Stage[InputT, OutputT], base: ChatMessages, *, slack: int = 16) -> int:
         """Tokens left of the budget beside ``base`` (the stage's messages without the part being fitted).
 
         Raises ModelContextWindowError when too little is left to fit anything.
@@ -173,7 +175,7 @@ def _at_space(piece: str, *, from_end: bool) -> str:
     return piece[: cut + 1] if cut > 0 else piece
 
 
-def input_budget(model: Any, stage: Stage[Any, Any], inputs: BaseModel | None = None) -> Budget:
+def input_budget(model: object, stage: Stage[InputT, OutputT], inputs: InputT | None = None) -> Budget:
     """What ``stage``'s messages (for ``inputs``) may fill on ``model``: its ``input_budget(stage, inputs)`` if
     it has one, else no limit."""
     method = getattr(model, "input_budget", None)
@@ -185,7 +187,7 @@ def input_budget(model: Any, stage: Stage[Any, Any], inputs: BaseModel | None = 
 
 
 async def fitted(
-    model: Any, stage: Stage[Any, Any], run: Callable[[Budget], Awaitable[T]], inputs: BaseModel | None = None
+    model: object, stage: Stage[InputT, OutputT], run: Callable[[Budget], Awaitable[T]], inputs: InputT | None = None
 ) -> T:
     """``run(budget)``; when the provider still refuses a prompt as too long, once more with half the budget."""
     budget = input_budget(model, stage, inputs)

@@ -14,7 +14,7 @@ method has no limit until its provider refuses a prompt as too long.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -58,7 +58,7 @@ class LLMStages:
         """The model configuration in use, to tell whether a permanent failure may be fixed by now."""
         return self.llm.fingerprint
 
-    def input_budget(self, stage: Stage[Any, Any], inputs: BaseModel | None = None) -> Budget:
+    def input_budget(self, stage: Stage[InputT, OutputT], inputs: InputT | None = None) -> Budget:
         """A share of the model's context window (litellm's, or a safe default), less the output schema."""
         output = stage.output if inputs is None else stage.output_for(inputs)
         return Budget(tokens=self.llm.input_budget(output), count=self.llm.count_tokens)
@@ -76,7 +76,7 @@ class RulesStages:
     def __init__(self, ledger: UsageLedger | None = None) -> None:
         self.ledger = ledger if ledger is not None else UsageLedger()
 
-    def input_budget(self, stage: Stage[Any, Any], inputs: BaseModel | None = None) -> Budget:
+    def input_budget(self, stage: Stage[InputT, OutputT], inputs: InputT | None = None) -> Budget:
         """No limit: the rules read any input."""
         return Budget(tokens=None)
 

@@ -20,11 +20,17 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
 from .._errors import ConfigurationError, EmbedderError
+
+if TYPE_CHECKING:  # the engines are imported when first used
+    from model2vec import StaticModel
+    from onnxruntime import InferenceSession
+    from sentence_transformers import SentenceTransformer
+    from tokenizers import Tokenizer
 
 __all__ = [
     "Embedder",
@@ -105,7 +111,7 @@ class StaticEmbedder:
 
     def __init__(self, path: str | Path | None = None) -> None:
         self._path = Path(path) if path is not None else _asset_path()
-        self._model: Any = None
+        self._model: StaticModel | None = None
         self._lock = threading.Lock()
         self._dims: int | None = None
 
@@ -113,7 +119,7 @@ class StaticEmbedder:
     def id(self) -> str:
         return "minilm-static-v1"
 
-    def _load(self) -> Any:
+    def _load(self) -> StaticModel:
         with self._lock:
             if self._model is None:
                 try:
@@ -177,8 +183,8 @@ class OnnxEmbedder:
         self._id = model_id or "minilm-l6-onnx-int8-v1"
         self._threads = threads if threads is not None else max(1, min(4, os.cpu_count() or 1))
         self._batch_size = batch_size
-        self._session: Any = None
-        self._tokenizer: Any = None
+        self._session: InferenceSession | None = None
+        self._tokenizer: Tokenizer | None = None
         self._lock = threading.Lock()
         self._dims: int | None = None
         self._runner: ThreadPoolExecutor | None = None
@@ -189,7 +195,7 @@ class OnnxEmbedder:
     def id(self) -> str:
         return self._id
 
-    def _load(self) -> tuple[Any, Any]:
+    def _load(self) -> tuple[InferenceSession, Tokenizer]:
         with self._lock:
             if self._session is None:
                 try:
@@ -220,6 +226,7 @@ class OnnxEmbedder:
                     raise EmbedderError(f"the ONNX model at {model} has no fixed output width")
                 self._tokenizer, self._dims = tokenizer, width
                 self._session = session
+        assert self._tokenizer is not None  # set with the session
         return self._session, self._tokenizer
 
     @property
@@ -318,14 +325,14 @@ class SentenceTransformerEmbedder:
     def __init__(self, model: str | None = None, *, device: str = "cpu") -> None:
         self._name = model
         self._device = device
-        self._model: Any = None
+        self._model: SentenceTransformer | None = None
         self._lock = threading.Lock()
 
     @property
     def id(self) -> str:
         return f"sentence-transformers:{self._name or 'all-MiniLM-L6-v2'}"
 
-    def _load(self) -> Any:
+    def _load(self) -> SentenceTransformer:
         with self._lock:
             if self._model is None:
                 try:

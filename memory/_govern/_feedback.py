@@ -20,10 +20,9 @@ from __future__ import annotations
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,7 +30,7 @@ from .._decay import reinforce
 from .._errors import InvalidArgumentError, MemoryNotFoundError
 from .._records import Edge, Episode, Fact, MemoryContext, RankedMemoryItem
 from .._store import TableName
-from ._governance import Governance
+from ._governance import Governance, Record
 
 __all__ = ["LOG_LENGTH", "MAX_RECEIPTS", "STEP", "FeedbackReport", "RecallResult", "Receipts", "apply_feedback"]
 
@@ -113,8 +112,9 @@ def _ids(value: object, what: str) -> frozenset[str]:
     return frozenset(value)
 
 
-def _logged(metadata: dict[str, Any], event: dict[str, object]) -> dict[str, object]:
-    log = [*metadata.get("feedback", ()), event][-LOG_LENGTH:]
+def _logged(metadata: Mapping[str, object], event: dict[str, object]) -> dict[str, object]:
+    previous = metadata.get("feedback", ())
+    log = [*(previous if isinstance(previous, list | tuple) else ()), event][-LOG_LENGTH:]
     return {**metadata, "feedback": log}
 
 
@@ -125,10 +125,10 @@ def _reinforced(record: Fact | Edge, now: datetime) -> Fact | Edge:
     return reinforce(record, confidence=record.confidence, now=now)
 
 
-def _changed(record: Any, signal: str, receipt: str, now: datetime) -> Any | None:
+def _changed(record: object, signal: str, receipt: str, now: datetime) -> Fact | Edge | Episode | None:
     """The record after one feedback signal, or None when it does not change."""
     event: dict[str, object] = {"at": now.isoformat(), "receipt": receipt, "signal": signal}
-    changed: Any
+    changed: Fact | Edge | Episode
     if isinstance(record, Fact | Edge):
         before = record.confidence
         if signal == "used":
@@ -175,7 +175,7 @@ def apply_feedback(
                 raise InvalidArgumentError(f"feedback for receipt {receipt!r} was already given, with other ids")
             return issued.report.model_copy(update={"repeated": True})
         now = governance.clock.now()
-        writes: dict[TableName, list[Any]] = {}
+        writes: dict[TableName, list[Record]] = {}
         reinforced: list[str] = []
         lowered: list[str] = []
         unchanged: list[str] = []

@@ -6,8 +6,8 @@ Tests and :mod:`tiermem.memory.testing` install them; every real request can be 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, cast
 
 from . import _offline as _llm_offline  # noqa: F401  (before litellm: it must not fetch its cost map)
 
@@ -17,7 +17,7 @@ from litellm import exceptions as llm_errors
 from litellm.llms.custom_llm import CustomLLM
 
 from .._errors import ModelError
-from .._stage import StageCall
+from .._stage import ChatMessages, StageCall
 
 __all__ = [
     "FAKE_PROVIDER",
@@ -31,7 +31,7 @@ __all__ = [
 
 FAKE_PROVIDER = "tiermem-fake"
 
-FakeHandler = Callable[[str, list[dict[str, object]], StageCall[Any, Any] | None], Awaitable[str] | str]
+FakeHandler = Callable[[str, ChatMessages, StageCall[Any, Any] | None], Awaitable[str] | str]
 """A fake model: (model name, messages, the stage call or None) -> the reply text (sync or async)."""
 
 STAGE_CALL = "tiermem_stage_call"  # the metadata key a stage call rides under, from LLM to an in-process fake
@@ -50,7 +50,7 @@ class _FakeProvider(CustomLLM):
     message)``: litellm maps it by status (401 -> AuthenticationError, 503 -> ServiceUnavailableError).
     """
 
-    def _reply(self, model: str, messages: list[dict[str, object]], text: str) -> Any:
+    def _reply(self, model: str, messages: ChatMessages, text: str) -> litellm.ModelResponse:
         response = litellm.mock_completion(model=model, messages=messages, mock_response=text)
         response.usage = litellm.Usage(
             prompt_tokens=litellm.token_counter(model="gpt-4o-mini", messages=messages),
@@ -66,26 +66,34 @@ class _FakeProvider(CustomLLM):
         return _fakes[name]
 
     @staticmethod
-    def _call(kwargs: dict[str, Any]) -> StageCall[Any, Any] | None:
-        metadata = (kwargs.get("litellm_params") or {}).get("metadata") or {}
+    def _request(kwargs: Mapping[str, object]) -> tuple[str, ChatMessages, StageCall[Any, Any] | None]:
+        """The model, the messages (as :class:`~tiermem.memory._llm.LLM` sent them) and the stage call."""
+        params = kwargs.get("litellm_params")
+        metadata = (params.get("metadata") if isinstance(params, Mapping) else None) or {}
         call = metadata.get(STAGE_CALL)
-        return call if isinstance(call, StageCall) else None
+        return (
+            str(kwargs["model"]),
+            cast(ChatMessages, kwargs["messages"]),
+            call if isinstance(call, StageCall) else None,
+        )
 
-    async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
-        model, messages = kwargs["model"], kwargs["messages"]
-        result = self._handler(model)(model, messages, self._call(kwargs))
+    async def acompletion(self, *args: object, **kwargs: object) -> litellm.ModelResponse:
+        model, messages, call = self._request(kwargs)
+        result = self._handler(model)(model, messages, call)
         text = await result if not isinstance(result, str) else result
         return self._reply(model, messages, text)
 
-    def completion(self, *args: Any, **kwargs: Any) -> Any:
-        model, messages = kwargs["model"], kwargs["messages"]
-        result = self._handler(model)(model, messages, self._call(kwargs))
+    def completion(self, *args: object, **kwargs: object) -> litellm.ModelResponse:
+        model, messages, call = self._request(kwargs)
+        result = self._handler(model)(model, messages, call)
         if not isinstance(result, str):
             raise ModelError("an async fake model cannot serve a sync completion")
         return self._reply(model, messages, result)
 
-    def embedding(self, *args: Any, **kwargs: Any) -> Any:
-        model, texts, response = kwargs["model"], kwargs["input"], kwargs["model_response"]
+    def embedding(self, *args: object, **kwargs: object) -> litellm.EmbeddingResponse:
+        model, texts, response = str(kwargs["model"]), kwargs["input"], kwargs["model_response"]
+        if not isinstance(response, litellm.EmbeddingResponse) or not isinstance(texts, list):
+            raise ModelError("a fake embedding model needs litellm's input list and response")
         name = model.split("/", 1)[-1]
         if name not in _fake_embedders:
             raise ModelError(f"no fake embedding model named {name!r} is installed")

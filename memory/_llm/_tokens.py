@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from . import _offline as _llm_offline  # noqa: F401  (before litellm: it must not fetch its cost map)
 
@@ -51,23 +50,22 @@ def _cached_message_tokens(
     return _count_messages(model, [dict(m) for m in messages])
 
 
-def _count_messages(model: str, messages: Sequence[Mapping[str, Any]]) -> int:
+def _count_messages(model: str, messages: Sequence[Mapping[str, object]]) -> int:
     try:
         return int(litellm.token_counter(model=model, messages=[dict(m) for m in messages]))
     except Exception:  # as text_tokens, plus litellm's few tokens of framing per message
         return sum(text_tokens(model, str(m.get("content", ""))) + 4 for m in messages) + 3
 
 
-def message_tokens(model: str, messages: Sequence[Mapping[str, Any]]) -> int:
+def message_tokens(model: str, messages: Sequence[Mapping[str, object]]) -> int:
     """Prompt tokens of ``messages`` for ``model``, by litellm's counter (its default tokenizer for unknown models).
 
     Plain-text messages are counted once: the window check before a call and a fake provider's own
     count of the same request share one result.
     """
-    key = tuple(tuple(m.items()) for m in messages)
-    if all(isinstance(v, str) for m in key for _, v in m) and sum(len(v) for m in key for _, v in m) <= (
-        _CACHED_MESSAGES_CHARS
-    ):
+    key = tuple(tuple((k, v) for k, v in m.items() if isinstance(v, str)) for m in messages)
+    plain = all(len(fields) == len(m) for fields, m in zip(key, messages, strict=True))  # every field a string
+    if plain and sum(len(v) for m in key for _, v in m) <= _CACHED_MESSAGES_CHARS:
         return _cached_message_tokens(model, key, _tokenizer_flags())
     return _count_messages(model, messages)
 

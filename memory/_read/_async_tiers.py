@@ -12,7 +12,7 @@ import functools
 import inspect
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 from .._blocking import run_blocking
 from .._errors import ConfigurationError, InvalidArgumentError
@@ -26,10 +26,11 @@ __all__ = ["AsyncTiers", "twin"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+S = TypeVar("S")  # the part's class
 
 
 # Argument checks by parameter name, in signature order: the blocking methods trust their callers.
-_CHECKS: dict[str, Callable[[Any], Any]] = {
+_CHECKS: dict[str, Callable[[object], object]] = {
     "ctx": checked_context,
     "entity": lambda value: checked_string(value, "entity"),
     "a": lambda value: checked_string(value, "a"),
@@ -38,20 +39,22 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _checked_episode(episode: Any) -> Episode:
+def _checked_episode(episode: object) -> Episode:
     if not isinstance(episode, Episode):
         raise InvalidArgumentError(f"add_episode needs an Episode, not {type(episode).__name__}")
     return episode
 
 
-def twin(part: str, method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+def twin(
+    part: str, method: Callable[Concatenate[S, P], R]
+) -> Callable[Concatenate[object, P], Coroutine[object, None, R]]:
     """The async twin of ``method`` of the part held as ``self.<part>``: same signature and docstring,
     its arguments checked (``_CHECKS``), run through :func:`run_blocking` (a store round trip)."""
     signature = inspect.signature(method)
     checked = [name for name in signature.parameters if name in _CHECKS]
 
     @functools.wraps(method)
-    async def twinned(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def twinned(self: object, /, *args: P.args, **kwargs: P.kwargs) -> R:
         bound = signature.bind(getattr(self, part), *args, **kwargs)
         for name in checked:
             if name in bound.arguments:

@@ -17,7 +17,7 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 from pydantic import BaseModel
 
@@ -47,23 +47,34 @@ _MODELS: dict[str, type[BaseModel]] = {
     "recall": RecallOptions,
 }
 # What an unset option means on a store with no record: every tier on, default recall weights.
-_DEFAULTS: dict[str, Any] = {"working": True, "episodic": True, "semantic": True, "digest": True, "hygiene": True,
-                             "recall": True}  # fmt: skip
+_DEFAULTS: dict[str, bool] = {"working": True, "episodic": True, "semantic": True, "digest": True, "hygiene": True,
+                              "recall": True}  # fmt: skip
+
+Option = bool | dict[str, object] | BaseModel | None
+"""An option as given: True (defaults), False or None (off, or unset), a dict of fields, or the options model."""
+T = TypeVar("T", bound=BaseModel)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ResolvedOptions:
     """Each option as this process uses it, and the explicit ones that differ from the store's record."""
 
-    values: dict[str, Any]
+    values: dict[str, BaseModel | None]
     conflicts: list[str] = field(default_factory=list)
 
+    def option(self, name: str, model: type[T]) -> T | None:
+        """The option ``name`` as its model (None: that tier is off)."""
+        value = self.values[name]
+        if value is not None and not isinstance(value, model):
+            raise TypeError(f"option {name!r} is a {type(value).__name__}, not a {model.__name__}")
+        return value
 
-def _dump(value: BaseModel | None) -> Any:
+
+def _dump(value: BaseModel | None) -> object:
     return False if value is None else value.model_dump(mode="json")
 
 
-def _recorded(store: Store) -> dict[str, Any]:
+def _recorded(store: Store) -> dict[str, object]:
     raw = store.meta().get(META_KEY)
     if not raw:
         return {}
@@ -75,11 +86,11 @@ def _recorded(store: Store) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def _known(value: Any, model: type[BaseModel]) -> Any:
+def _known(value: object, model: type[BaseModel]) -> object:
     """``value`` as recorded, less the fields ``model`` no longer has (at any depth); absent ones take defaults."""
     if not isinstance(value, dict):
         return value
-    kept: dict[str, Any] = {}
+    kept: dict[str, object] = {}
     for name, info in model.model_fields.items():
         if name in value:
             nested = info.annotation
@@ -90,23 +101,26 @@ def _known(value: Any, model: type[BaseModel]) -> Any:
     return kept
 
 
-def _from_record(recorded: Any, model: type[BaseModel], name: str) -> BaseModel | None:
-    return resolve_tier(_known(recorded, model), model, name)
+def _from_record(recorded: object, model: type[BaseModel], name: str) -> BaseModel | None:
+    known = _known(recorded, model)
+    if known is not None and not isinstance(known, bool | dict):  # a record no version writes
+        raise ConfigurationError(f"{name}: the store's record is {type(known).__name__}, not True, False or a dict")
+    return resolve_tier(known, model, name)
 
 
-def _differences(recorded: BaseModel | None, used: BaseModel | None) -> tuple[Any, Any]:
+def _differences(recorded: BaseModel | None, used: BaseModel | None) -> tuple[object, object]:
     """The two sides of a conflict, each as JSON; of two models only the fields that differ."""
     if recorded is None or used is None:
         return _dump(recorded), _dump(used)
-    was, now = _dump(recorded), _dump(used)
+    was, now = recorded.model_dump(mode="json"), used.model_dump(mode="json")
     differing = [key for key in now if was.get(key) != now[key]]
     return {key: was.get(key) for key in differing}, {key: now[key] for key in differing}
 
 
-def resolve_options(store: Store, given: Mapping[str, Any], *, record: bool) -> ResolvedOptions:
+def resolve_options(store: Store, given: Mapping[str, Option], *, record: bool) -> ResolvedOptions:
     """Resolve ``given`` (None = unset) against the store's record; record them if there is none yet and ``record``."""
     recorded = _recorded(store)
-    values: dict[str, Any] = {}
+    values: dict[str, BaseModel | None] = {}
     conflicts: list[str] = []
     for name, model in _MODELS.items():
         explicit = given.get(name)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import asyncio
     import builtins
     from collections.abc import Callable, Iterable, Mapping, Sequence
-    from datetime import datetime
+    from datetime import datetime, timedelta
     from typing import Any
 
     from .._govern import EraseReport, ForgetReport, ImportReport, Source
@@ -33,15 +33,15 @@ class BlockingMemorySystem(BlockingMemoryCapability, Protocol):
     def capture(
         self,
         ctx: MemoryContext,
-        messages: Sequence[Mapping[str, Any] | Any],
+        messages: Sequence[object],
         *,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
         at: datetime | None = None,
         idempotency_key: str | None = None,
         background: bool = False,
     ) -> CaptureResult: ...
     def capture_from_items(
-        self, ctx: MemoryContext, items: Sequence[Mapping[str, Any] | Sequence[Mapping[str, Any]]]
+        self, ctx: MemoryContext, items: Sequence[Mapping[str, object] | Sequence[Mapping[str, object]]]
     ) -> builtins.list[CaptureResult]: ...
     def consolidate(
         self, ctx: MemoryContext, *, batch_size: int = 4, limit: int | None = None
@@ -58,7 +58,7 @@ class BlockingMemorySystem(BlockingMemoryCapability, Protocol):
     def import_conversations(
         self,
         ctx: MemoryContext,
-        conversations: Iterable[Conversation | Mapping[str, Any]],
+        conversations: Iterable[Conversation | Mapping[str, object]],
         *,
         concurrency: int = 8,
         on_progress: Callable[[HistoryProgress], None] | None = None,
@@ -76,9 +76,16 @@ class BlockingMemorySystem(BlockingMemoryCapability, Protocol):
         jobstore_url: str | None = None,
         run_now: bool = False,
         grace: float = 30.0,
-        **intervals: Any,
+        **intervals: timedelta | None,
     ) -> int: ...
-    def start_jobs(self, scheduler: Any = None, **intervals: Any) -> Any: ...
+    def start_jobs(
+        self,
+        scheduler: Any = None,
+        *,
+        jobstore_url: str | None = None,
+        start_now: bool = False,
+        **intervals: timedelta | None,
+    ) -> Any: ...
     def stop_jobs(self, *, wait: bool = True) -> None: ...
     def unpin(self, ctx: MemoryContext, id: str) -> Fact | Episode: ...
     def update(self, ctx: MemoryContext, id: str, *, text: str | None = None, subject: str | None = None) -> Fact: ...

@@ -15,7 +15,6 @@ import logging
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from tiermem.pipelines import StageModel, observe_turn, observe_window, windows
 
@@ -103,9 +102,9 @@ class Capture:
     async def capture(
         self,
         ctx: MemoryContext,
-        messages: Sequence[Any],
+        messages: Sequence[object],
         *,
-        metadata: Mapping[str, Any] | None,
+        metadata: Mapping[str, object] | None,
         at: datetime | None,
         idempotency_key: str | None,
         background: BackgroundObserver | None = None,
@@ -143,7 +142,7 @@ class Capture:
         id: str,
         key: str,
         when: datetime | None,
-        meta: dict[str, Any],
+        meta: dict[str, object],
         previous: Turn | None,
     ) -> Turn | None:
         """Write the turn once (blocking); None when the same id was journaled first elsewhere.

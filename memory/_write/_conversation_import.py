@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from .._blocking import run_blocking
 from .._errors import InvalidArgumentError
@@ -137,7 +137,7 @@ async def import_conversations(
     pipeline: _Pipeline,
     observer: Observer,
     ctx: MemoryContext,
-    conversations: Iterable[Conversation | Mapping[str, Any]],
+    conversations: Iterable[Conversation | Mapping[str, object]],
     *,
     concurrency: int = 8,
     on_progress: Callable[[HistoryProgress], None] | None = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any, Never
+from typing import Any, Never, TypedDict
 
 from tiermem.pipelines import LLMStages, RulesStages, StageModel
 
@@ -53,7 +53,16 @@ _PROVIDER_DEFAULTS = {
 }
 
 
-def _stages(model: str | StageModel | None, llm_options: Mapping[str, Any]) -> StageModel:
+class _LLMOptions(TypedDict, total=False):
+    """What :func:`system` hands the :class:`LLM` it builds."""
+
+    timeout: float
+    num_retries: int
+    validation_retries: int
+    max_input_tokens: int
+
+
+def _stages(model: str | StageModel | None, llm_options: _LLMOptions) -> StageModel:
     if model is not None and not isinstance(model, str):
         if not (callable(getattr(model, "run", None)) and hasattr(model, "ledger")):
             raise ConfigurationError(f"model must be a model name or a StageModel, not {type(model).__name__}")
@@ -110,7 +119,7 @@ def system(
     for name, retries in (("num_retries", num_retries), ("validation_retries", validation_retries)):
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigurationError(f"{name} must be an int >= 0, not {retries!r}")
-    llm_options: dict[str, Any] = {
+    llm_options: _LLMOptions = {
         "timeout": timeout,
         "num_retries": num_retries,
         "validation_retries": validation_retries,

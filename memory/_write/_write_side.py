@@ -13,8 +13,8 @@ a per-user lease kept in the store, and every write is an idempotent upsert.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from tiermem.pipelines import StageModel
@@ -50,8 +50,8 @@ R = TypeVar("R")
 
 
 def _read(
-    method: Callable[Concatenate[MemoryCapability, P], Coroutine[Any, Any, R]],
-) -> Callable[Concatenate[MemorySystem, P], Coroutine[Any, Any, R]]:
+    method: Callable[Concatenate[MemoryCapability, P], Awaitable[R]],
+) -> Callable[Concatenate[MemorySystem, P], Coroutine[object, None, R]]:
     """The system's ``method``: the capability's, same signature and docstring (delegation, not inheritance)."""
     return delegate_async("capability", method)
 
@@ -165,13 +165,24 @@ class MemorySystem:
 
     # -- jobs -------------------------------------------------------------------------------
 
-    def start_jobs(self, scheduler: Any = None, **intervals: Any) -> Any:
-        """Run the scheduled jobs in this process (an APScheduler scheduler is made if none is given)."""
+    def start_jobs(
+        self,
+        scheduler: Any = None,
+        *,
+        jobstore_url: str | None = None,
+        start_now: bool = False,
+        **intervals: timedelta | None,
+    ) -> Any:
+        """Run the scheduled jobs in this process (an APScheduler scheduler is made if none is given).
+
+        ``intervals`` override the default interval by job name (None leaves a job out); ``jobstore_url``
+        and ``start_now`` as :func:`tiermem.jobs.schedule_jobs` takes them.
+        """
         from tiermem.jobs import schedule_jobs
 
         if self._scheduler is not None:
             raise ConfigurationError("jobs are already running; call stop_jobs() first")
-        self._scheduler = schedule_jobs(self, scheduler, **intervals)
+        self._scheduler = schedule_jobs(self, scheduler, jobstore_url=jobstore_url, start_now=start_now, **intervals)
         self._scheduler.start()
         return self._scheduler
 
@@ -188,7 +199,7 @@ class MemorySystem:
         jobstore_url: str | None = None,
         run_now: bool = False,
         grace: float = 30.0,
-        **intervals: Any,
+        **intervals: timedelta | None,
     ) -> int:
         """Run the scheduled jobs on this event loop until ``stop`` is set; returns jobs abandoned.
 
@@ -216,9 +227,9 @@ class MemorySystem:
     async def capture(
         self,
         ctx: MemoryContext,
-        messages: Sequence[Mapping[str, Any] | Any],
+        messages: Sequence[object],
         *,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
         at: datetime | None = None,
         idempotency_key: str | None = None,
         background: bool = False,
@@ -264,7 +275,7 @@ class MemorySystem:
     async def import_conversations(
         self,
         ctx: MemoryContext,
-        conversations: Iterable[Conversation | Mapping[str, Any]],
+        conversations: Iterable[Conversation | Mapping[str, object]],
         *,
         concurrency: int = 8,
         on_progress: Callable[[HistoryProgress], None] | None = None,
@@ -291,7 +302,7 @@ class MemorySystem:
         )  # fmt: skip
 
     async def capture_from_items(
-        self, ctx: MemoryContext, items: Sequence[Mapping[str, Any] | Sequence[Mapping[str, Any]]]
+        self, ctx: MemoryContext, items: Sequence[Mapping[str, object] | Sequence[Mapping[str, object]]]
     ) -> list[CaptureResult]:
         """A batch: each list is one turn; loose messages start a new turn at every user message.
 
