@@ -7,8 +7,9 @@ A subject with more facts than the model's input budget holds is compacted in pa
 its facts ordered so that facts sharing words sit together (by the rarest word each shares with
 another fact), then cut into consecutive parts that fit. A merge joins facts of one part only, so
 facts never shown together stay apart until a later run, when the merges have changed the parts.
-Facts are never clipped (a merge must keep every detail): a fact left alone in its part (too long to
-share a call with its neighbours) is not shown, and counted (``CompactionPlan.left_out``).
+Facts are never clipped (a merge must keep every detail): a fact longer than a merged fact may be
+(``compact.MAX_TEXT``), or left alone in its part (too long to share a call with its neighbours), is
+not shown, and counted (``CompactionPlan.left_out``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class CompactionPlan:
     calls: int = 0
     """Model calls made: one per part of the subject's facts."""
     left_out: int = 0
-    """Facts not shown to the model: each too long to share a call with its neighbours."""
+    """Facts not shown to the model: longer than a merged fact may be, or too long to share a call."""
 
 
 async def compact_subject(
@@ -52,20 +53,22 @@ async def compact_subject(
     own = {f.id: f for f in facts if f.subject == subject and f.status == "active"}
     if len(own) < 2:
         return CompactionPlan()
-    inputs = compact.Input(subject=subject, facts=list(own.values()))
+    mergeable = [f for f in own.values() if len(f.text) <= compact.MAX_TEXT]
+    if len(mergeable) < 2:
+        return CompactionPlan(left_out=len(own))
+    inputs = compact.Input(subject=subject, facts=mergeable)
 
-    async def run(budget: Budget) -> tuple[list[compact.Output], int]:
+    async def run(budget: Budget) -> list[tuple[set[str], compact.Output]]:
         parts = compaction_parts(budget, inputs)
-        shown = sum(len(p.facts) for p in parts)
-        return [await model.run(_STAGE, part) for part in parts], len(own) - shown
+        return [({f.id for f in part.facts}, await model.run(_STAGE, part)) for part in parts]
 
-    outputs, left_out = await fitted(model, _STAGE, run, inputs)
-    plan = CompactionPlan(calls=len(outputs), left_out=left_out)
+    answers = await fitted(model, _STAGE, run, inputs)
+    plan = CompactionPlan(calls=len(answers), left_out=len(own) - sum(len(shown) for shown, _ in answers))
     used: set[str] = set()
-    for merge in (m for output in outputs for m in output.merges):
+    for shown, merge in ((shown, m) for shown, output in answers for m in output.merges):
         ids = list(dict.fromkeys(merge.source_ids))
-        if len(ids) < 2 or any(i not in own or i in used for i in ids):
-            plan.refused += 1  # unknown, foreign-subject or already merged facts
+        if len(ids) < 2 or any(i not in shown or i in used for i in ids):
+            plan.refused += 1  # unknown, foreign-subject, already merged facts, or facts not shown in this call
             continue
         sources = [own[i] for i in ids]
         text = " ".join(merge.text.split())

@@ -2,7 +2,7 @@
 
 Facts too many (or too long) for the model's input budget are digested in parts and the part digests
 merged (:func:`~._budget.merged`, the recipe the episode encoder shares): every fact given is read, a
-fact longer than a third of a call clipped to its start and end. The facts come most confident first,
+fact longer than a third of a call in consecutive pieces. The facts come most confident first,
 so the first part holds the most confident ones; the previous digest is shown to the final call only.
 """
 
@@ -67,7 +67,8 @@ async def write_digest(
 def digest_parts(budget: Budget, inputs: digest.Input) -> list[digest.Input]:
     """``inputs`` whole when it fits ``budget``; else its facts, then its relations, in consecutive parts that fit.
 
-    Each fact is clipped to a :data:`~._budget.PART_SHARE` of a part's room; none is left out.
+    A fact longer than a :data:`~._budget.PART_SHARE` of a part's room is split into consecutive pieces,
+    each a line of its own: nothing is left out.
     A part is shown no previous digest (the merge of the parts is).
     """
     if budget.tokens is None or budget.fits(_STAGE.render(inputs)):
@@ -76,7 +77,11 @@ def digest_parts(budget: Budget, inputs: digest.Input) -> list[digest.Input]:
     room = budget.room(_STAGE, _STAGE.render(base))
     share = room // PART_SHARE
     items: list[Fact | Edge] = [
-        *(f.model_copy(update={"text": budget.clip(f.text, share)}) for f in inputs.facts),
+        *(
+            f.model_copy(update={"text": piece})
+            for f in inputs.facts
+            for piece in budget.split(f.text, share, limit=len(f.text))
+        ),  # no limit: a fact has 8,000 characters
         *inputs.edges,  # a relation is a short line: subject, relation, subject
     ]
     # A line's cost: its text, its subject tag and newline; a part holding relations also pays their heading.
