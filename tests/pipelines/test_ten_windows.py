@@ -19,6 +19,7 @@ from tests.fakes import AnyCall, Messages
 from tiermem import Fact, MemoryContext, MemorySystem, system
 from tiermem.jobs import run_janitor
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, Where
+from tiermem.pipelines._observer import MAX_PARTS
 from tiermem.prompts import compact, consolidate, digest, encode_consolidate, encode_episode, observe
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:Items? .* `ReadOnly` qualifier:UserWarning")
@@ -115,7 +116,7 @@ async def test_observe_a_turn_of_ten_windows(store_path: str, clock: FrozenClock
     result = await mem.capture(ctx, [{"role": "user", "content": rows}, {"role": "assistant", "content": "Ok."}])
 
     sizes = _within_the_window(fake, mem, "observe")
-    assert not result.deferred and len(sizes) == 8  # MAX_PARTS: the turn's start and end, the middle marked [...]
+    assert not result.deferred and len(sizes) == MAX_PARTS  # the turn's start and end, the middle marked [...]
     seen = _tags(e.text for e in mem.store.query("working", Where(eq={"user_id": ctx.user_id})))
     assert seen[0] == "R0000" and seen[-1] == "R1199"
 
