@@ -3,8 +3,10 @@
 A stage model says what one stage's rendered messages may fill (:func:`input_budget`): an LLM from
 litellm's context window for the model (a share of it, less the output schema), the rules model
 without limit. The pipelines fit their inputs below it (split a turn, summarise a session in parts,
-cut a consolidation batch) and :func:`fitted` runs a stage's fitting once more with half the budget
-when the provider still says the prompt is too long, so no call resends an oversized payload.
+cut a consolidation batch, digest or compact facts in parts); :func:`merged` is the one recipe for
+texts written in parts and merged, round after round, until one call holds them all. :func:`fitted`
+runs a stage's fitting once more with half the budget when the provider still says the prompt is too
+long, so no call resends an oversized payload.
 
 Cutting never counts more than it keeps: a megabyte is cut from its two ends, and the middle, which
 is left out, is never tokenized.
@@ -21,7 +23,7 @@ from pydantic import BaseModel
 from tiermem.memory._errors import ModelContextWindowError
 from tiermem.memory._stage import ChatMessages, Stage
 
-__all__ = ["FALLBACK_BUDGET", "MIN_ROOM", "Budget", "fitted", "input_budget"]
+__all__ = ["FALLBACK_BUDGET", "MIN_ROOM", "PART_SHARE", "Budget", "fitted", "input_budget", "merged"]
 
 T = TypeVar("T")
 InputT = TypeVar("InputT", bound=BaseModel)
@@ -31,6 +33,8 @@ FALLBACK_BUDGET = 8192
 """Tokens assumed for a model that knows no budget once its provider refused a prompt as too long."""
 MIN_ROOM = 64
 """Fewer tokens than this left for the content being fitted, and a stage gives up (ModelContextWindowError)."""
+PART_SHARE = 3
+"""A part's text takes at most a third of a call's room: each round of :func:`merged` at least halves the parts."""
 _MESSAGE_FRAMING = 4  # litellm counts a few tokens of framing per chat message
 _CHARS_PER_TOKEN = 4  # a first guess only: every cut is checked with the real counter
 _OMITTED = " [...] "
@@ -195,3 +199,38 @@ async def fitted(
         return await run(budget)
     except ModelContextWindowError:
         return await run(budget.halved())
+
+
+async def merged(
+    budget: Budget,
+    stage: Stage[InputT, OutputT],
+    texts: Sequence[str],
+    *,
+    make: Callable[[list[str], bool], InputT],
+    ask: Callable[[InputT], Awaitable[OutputT]],
+    text_of: Callable[[OutputT], str],
+) -> list[OutputT]:
+    """``texts`` (each written from a part of a larger input) merged into one by ``stage``, within ``budget``.
+
+    ``make(parts, final)`` is the stage's input for some part texts (``final``: the call that writes the
+    whole). When they do not fit one call, each is clipped to a :data:`PART_SHARE` of the room and
+    consecutive ones are merged in groups that fit, in as many rounds as it takes. Returns every call's
+    output, the whole's last.
+    """
+    outputs: list[OutputT] = []
+    parts = list(texts)
+    while True:
+        whole = make(parts, True)
+        if budget.fits(stage.render(whole)):
+            return [*outputs, await ask(whole)]
+        room = budget.room(stage, stage.render(make([], False)))
+        parts = [budget.clip(t, room // PART_SHARE) for t in parts]
+        whole = make(parts, True)
+        # One part left, clipped to a third of the room, fits beside the fixed parts (the caller clips the
+        # final call's own extras, such as a previous text, to a third as well).
+        if len(parts) == 1 or budget.fits(stage.render(whole)):
+            return [*outputs, await ask(whole)]
+        groups = budget.pack([budget.count(t) + _MESSAGE_FRAMING for t in parts], room)
+        round_ = [await ask(make([parts[i] for i in group], False)) for group in groups]
+        outputs += round_
+        parts = [text_of(o) for o in round_]

@@ -2,7 +2,8 @@
 
 A session too large for the model's input budget is summarised hierarchically: its turns (each with
 its observations, a huge turn clipped to its start and end) are cut into consecutive parts that fit,
-each part is summarised, and the summaries are summarised, in as many rounds as it takes, into one.
+each part is summarised, and the summaries are summarised, in as many rounds as it takes, into one
+(:func:`~._budget.merged`, the recipe the digest shares).
 """
 
 from __future__ import annotations
@@ -10,19 +11,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
-from tiermem.memory._errors import InvalidSubjectError, ModelContextWindowError
+from tiermem.memory._errors import InvalidSubjectError
 from tiermem.memory._identity import episode_id
 from tiermem.memory._records import Episode, MemoryContext, Message, Turn, WorkingEntry
 from tiermem.memory._subjects import canonical_subject
 from tiermem.prompts import encode_episode
 
-from ._budget import Budget, fitted
+from ._budget import Budget, fitted, merged
 from ._model import StageModel
 
 __all__ = ["encode_session", "episode_subjects", "session_episode", "session_parts"]
 
 _STAGE = encode_episode.STAGE
-_PART_SHARE = 3  # a summary takes at most a third of a round's room, so each round at least thirds their number
 
 
 async def encode_session(
@@ -109,19 +109,10 @@ async def _summarise(model: StageModel, budget: Budget, inputs: encode_episode.I
     if len(parts) == 1:
         return outputs
     base = inputs.model_copy(update={"entries": [], "turns": []})
-    summaries = [o.summary for o in outputs]
-    while True:
-        whole = base.model_copy(update={"parts": summaries})
-        if budget.fits(_STAGE.render(whole)):
-            return [*outputs, await model.run(_STAGE, whole)]
-        room = budget.room(_STAGE, _STAGE.render(base))
-        clipped = [budget.clip(s, room // _PART_SHARE) for s in summaries]
-        groups = budget.pack([budget.count(s) + 4 for s in clipped], room)
-        if len(groups) >= len(summaries):  # cannot happen with room >= MIN_ROOM; never loop
-            raise ModelContextWindowError(f"{_STAGE.name}: part summaries do not fit together", stage=_STAGE.name)
-        merged = [await model.run(_STAGE, base.model_copy(update={"parts": [clipped[i] for i in g]})) for g in groups]
-        outputs += merged
-        summaries = [o.summary for o in merged]
+    return outputs + await merged(
+        budget, _STAGE, [o.summary for o in outputs], make=lambda texts, _: base.model_copy(update={"parts": texts}),
+        ask=lambda part: model.run(_STAGE, part), text_of=lambda o: o.summary,
+    )  # fmt: skip
 
 
 def session_parts(budget: Budget, inputs: encode_episode.Input) -> list[encode_episode.Input]:

@@ -100,6 +100,11 @@ def _edge_sentence(edge: Edge, other: str, name: str) -> str:
     return f"{name} {verb} {display_name(other)}."
 
 
+def _short(line: str, limit: int = 480) -> str:
+    """``line`` cut at a word to ``limit`` characters: a fact of 8,000 characters takes a sentence, not the digest."""
+    return line if len(line) <= limit else line[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
+
+
 def digest(inputs: digest_prompt.Input) -> digest_prompt.Output:
     """A templated narrative: the user's facts first, then other people in relation to the user.
 
@@ -133,7 +138,7 @@ def digest(inputs: digest_prompt.Input) -> digest_prompt.Output:
     if not lines[0].startswith(name):
         lines.insert(0, f"{name} is the primary user of this memory.")
     out: list[str] = []
-    for line in lines:
+    for line in map(_short, lines):
         if line not in out and len(out) < 12 and sum(len(x) + 1 for x in out) + len(line) < 5900:
             out.append(line)
     return digest_prompt.Output(text=" ".join(out))

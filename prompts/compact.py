@@ -8,6 +8,8 @@ from tiermem.memory._records import Fact
 from tiermem.memory._stage import ChatMessages, Stage
 
 VERSION = "compact-v1"
+MAX_TEXT = 1000
+"""Characters a merged fact may have: a longer fact cannot be merged without losing detail."""
 
 
 class Input(BaseModel):
@@ -23,7 +25,7 @@ class Merge(BaseModel):
     """Several facts said as one."""
 
     source_ids: list[str] = Field(min_length=2, description="Ids of the facts merged (all of the same subject).")
-    text: str = Field(min_length=1, max_length=1000, description="The merged fact, one or two sentences.")
+    text: str = Field(min_length=1, max_length=MAX_TEXT, description="The merged fact, one or two sentences.")
 
 
 class Output(BaseModel):

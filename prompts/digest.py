@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tiermem.memory._records import Edge, Fact
 from tiermem.memory._stage import ChatMessages, Stage
 
-VERSION = "digest-v2"
+VERSION = "digest-v3"
 
 
 class Input(BaseModel):
@@ -19,6 +19,11 @@ class Input(BaseModel):
     edges: list[Edge] = Field(default_factory=list, description="Current relations, when they are on.")
     user_names: list[str] = Field(default_factory=list, description="Display names of the primary user.")
     previous: str | None = Field(default=None, description="The previous digest, if any (may be out of date).")
+    parts: list[str] = Field(
+        default_factory=list,
+        description="Digests of parts of the facts, most confident part first, for facts too many to show whole "
+        "(the facts and relations are then not shown).",
+    )
 
 
 class Output(BaseModel):
@@ -45,6 +50,9 @@ def _render(inputs: Input) -> ChatMessages:
     body = f"Facts:\n{lines}"
     if rels:
         body += f"\n\nRelations:\n{rels}"
+    if inputs.parts:  # facts too many to show whole, digested part by part: write the digest of them all
+        parts = "\n".join(f"{i}. {text}" for i, text in enumerate(inputs.parts, start=1))
+        body = f"The facts were too many to show whole. Digests of their parts, most confident first:\n{parts}"
     if inputs.previous:
         body += f"\n\nPrevious digest:\n{inputs.previous}"
     return [{"role": "system", "content": system}, {"role": "user", "content": body}]

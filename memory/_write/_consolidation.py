@@ -203,7 +203,8 @@ class Consolidation:
         return result
 
     async def digest(self, ctx: MemoryContext) -> DigestResult:
-        """Write the user's narrative digest from their active facts and current edges (one model call).
+        """Write the user's narrative digest from their active facts and current edges (one model call; more, in
+        parts, for facts too many for the model's window).
 
         Superseded facts and closed edges are not shown to the model: the digest states what holds now.
         No call when nothing the latest digest was written from changed: it is returned, ``unchanged``.
@@ -225,11 +226,13 @@ class Consolidation:
             if digest_current(previous, facts, edges):  # another process wrote it while we waited
                 return DigestResult(digest=previous, unchanged=True)
             now = self.clock.now()
-            ranked = sorted(facts, key=lambda f: (-self.capability.item(f, now).confidence, f.id))[: options.max_facts]
+            # The digest reads at most max_facts: pinned ones first, then the most confident (decayed to now).
+            ranked = sorted(facts, key=lambda f: (not f.pinned, -self.capability.item(f, now).confidence, f.id))
+            ranked = ranked[: options.max_facts]
             aliases = await run_blocking(self.tiers.aliases, ctx)
             names = [name.title() for name, subject in aliases.items() if subject == "user"]
             try:
-                text = await write_digest(
+                written_text = await write_digest(
                     self.stages, facts=ranked, edges=edges, user_names=names,
                     previous=previous.text if previous else None,
                 )  # fmt: skip
@@ -238,10 +241,11 @@ class Consolidation:
                 return DigestResult(digest=None, deferred=True, error=str(exc), exception=exc)
             meta = {
                 "fingerprint": fact_set_fingerprint(facts), "edges": fact_set_fingerprint(edges),
-                "model": self.stages.name,
+                "model": self.stages.name, "calls": written_text.calls, "parts": written_text.parts,
+                "facts_left_out": len(facts) - len(ranked),
             }  # fmt: skip
             written = await run_blocking(
-                self.tiers.set_digest, ctx, text, provenance=[f.id for f in ranked], metadata=meta
+                self.tiers.set_digest, ctx, written_text.text, provenance=[f.id for f in ranked], metadata=meta
             )
             return DigestResult(digest=written)
 

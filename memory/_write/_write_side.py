@@ -354,7 +354,8 @@ class MemorySystem:
         return fact_set_fingerprint(facts)
 
     async def digest(self, ctx: MemoryContext) -> DigestResult:
-        """Write the user's narrative digest from their active facts and current edges (one model call).
+        """Write the user's narrative digest from their active facts and current edges (one model call; more, in
+        parts, for facts too many for the model's window).
 
         Superseded facts and closed edges are not shown to the model: the digest states what holds now.
         """

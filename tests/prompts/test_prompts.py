@@ -56,7 +56,7 @@ def test_every_prompt_module_has_one_stage() -> None:
         "encode-episode-v1",
         "consolidate-v2",
         "encode-consolidate-v1",
-        "digest-v2",
+        "digest-v3",
         "compact-v1",
     }
     assert len({s.name for s in prompts.STAGES}) == len(prompts.STAGES)
