@@ -45,7 +45,7 @@ from .._when import checked_instant, checked_window
 from ._async_tiers import AsyncTiers
 from ._blocking_capability import BlockingMemoryCapability
 
-__all__ = ["MemoryCapability"]
+__all__ = ["MemoryCapability", "read_tools"]
 
 
 class MemoryCapability:
@@ -249,14 +249,7 @@ class MemoryCapability:
             raise ConfigurationError(
                 "a capability is the read side and offers no write tools: use system(...).tools(ctx, write=True)"
             )
-        bound = {RECALL.name: self._recall_tool(ctx), CONNECT.name: self.relations.connect_tool(ctx)}
-        return offer(bound, chosen=self.preset.tools, write=False, options=self.tool_options)
-
-    def _recall_tool(self, ctx: MemoryContext) -> MemoryTool:
-        async def handler(args: RecallArguments) -> list[RankedMemoryItem]:
-            return await self.recall(ctx, args.query, limit=args.limit, tiers=args.tiers, subject=args.subject)
-
-        return RECALL.bind(handler)
+        return offer(read_tools(self, ctx), chosen=self.preset.tools, write=False, options=self.tool_options)
 
     # -- the tiers, one by one (memory/_read/_async_tiers.py: each the async twin of the Tiers / Relations method) --
 
@@ -319,3 +312,13 @@ class MemoryCapability:
             ctx, tier=tier, subject=subject, status=status, where=where, since=since, until=until, limit=limit,
             cursor=cursor,
         )  # fmt: skip
+
+
+def read_tools(capability: MemoryCapability, ctx: MemoryContext) -> dict[str, MemoryTool]:
+    """The tools of the table the read side implements, bound to ``ctx`` by name, whether offered or not
+    (``tools()`` and the write side choose among them with :func:`~tiermem.memory._tools.offer`)."""
+
+    async def recall(args: RecallArguments) -> list[RankedMemoryItem]:
+        return await capability.recall(ctx, args.query, limit=args.limit, tiers=args.tiers, subject=args.subject)
+
+    return {RECALL.name: RECALL.bind(recall), CONNECT.name: capability.relations.connect_tool(ctx)}

@@ -20,17 +20,14 @@ unknown id is "not found", and a memory the user pinned is refused. A refusal wr
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from .._blocking import run_blocking
 from .._errors import InvalidArgumentError, InvalidSubjectError
+from .._read import MemoryCapability, read_tools
 from .._records import MemoryContext, MemoryItem
 from .._store import USER_TABLES, Where
 from .._subjects import USER, canonical_subject
 from .._tools import FORGET, REMEMBER, ForgetArguments, MemoryTool, RememberArguments, Toolset, offer
-
-if TYPE_CHECKING:
-    from .._read import MemoryCapability
 
 # The argument models are the tool table's, named here where they always were.
 __all__ = ["AGENT_SOURCE", "Forget", "ForgetArguments", "RememberArguments", "agent_subject", "agent_tools"]
@@ -112,12 +109,11 @@ def _forget_tool(capability: MemoryCapability, forget: Forget, ctx: MemoryContex
 def agent_tools(capability: MemoryCapability, ctx: MemoryContext, *, forget: Forget | None) -> Toolset:
     """The capability's tools bound to ``ctx``, and with ``forget`` (the write side's) the write tools too.
 
-    One selection over the tool table: the read tools the capability's preset names, every write tool
-    (``memory_remember`` only while the semantic tier is on), in the table's order.
+    One selection over the tool table: the read tools the capability's preset names, and with
+    ``forget`` every write tool (``memory_remember`` only while the semantic tier is on), in the
+    table's order.
     """
-    read = capability.tools(ctx)  # the read tools its preset chose, bound
-    if forget is None:
-        return read
-    bound = {tool.name: tool for tool in read}
-    bound |= {REMEMBER.name: _remember_tool(capability, ctx), FORGET.name: _forget_tool(capability, forget, ctx)}
-    return offer(bound, chosen=[tool.name for tool in read], write=True, options=capability.tool_options)
+    bound = read_tools(capability, ctx)
+    if forget is not None:
+        bound |= {REMEMBER.name: _remember_tool(capability, ctx), FORGET.name: _forget_tool(capability, forget, ctx)}
+    return offer(bound, chosen=capability.preset.tools, write=forget is not None, options=capability.tool_options)
