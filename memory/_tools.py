@@ -34,7 +34,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._errors import ConfigurationError, TiermemError
 from ._records import MemoryItem
-from ._tool_arguments import ConnectArguments, ForgetArguments, RecallArguments, RememberArguments
+from ._tool_arguments import (
+    MAX_ARGUMENT_BYTES,
+    MAX_ARGUMENT_DEPTH,
+    ConnectArguments,
+    ForgetArguments,
+    RecallArguments,
+    RememberArguments,
+    parse_arguments,
+)
 
 __all__ = [
     "CONNECT",
@@ -63,10 +71,6 @@ __all__ = [
 log = logging.getLogger("tiermem.tools")
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-MAX_ARGUMENT_BYTES = 64 * 1024
-"""Largest tool arguments accepted, in bytes of JSON (a memory tool's arguments take a few hundred)."""
-MAX_ARGUMENT_DEPTH = 20
-"""Deepest nesting of objects and lists accepted in tool arguments (the schemas need two levels)."""
 MAX_ERROR_CHARS = 1000
 """An error message is cut here: the model reads every character of it."""
 
@@ -213,53 +217,6 @@ class ToolSchema(TypedDict):
 
     type: Literal["function"]
     function: FunctionSchema
-
-
-def parse_arguments(arguments: object) -> dict[str, object]:
-    """Tool-call arguments (a JSON text or an object) as a dict, within the size and depth limits.
-
-    Raises ValueError with a message for the model when they are not a JSON object or exceed a limit.
-    """
-    if arguments is None:
-        return {}
-    if isinstance(arguments, str):
-        # Characters first: a cheap bound before encoding, which can only make the text longer.
-        if len(arguments) > MAX_ARGUMENT_BYTES or len(arguments.encode("utf-8", "surrogatepass")) > MAX_ARGUMENT_BYTES:
-            raise ValueError(f"arguments are larger than {MAX_ARGUMENT_BYTES // 1024} KiB")
-        try:
-            raw: object = json.loads(arguments)
-        except RecursionError:  # the decoder recurses per level; far deeper than the limit below
-            raise ValueError(f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels") from None
-    else:
-        raw = arguments
-    if not isinstance(raw, Mapping):
-        raise ValueError("arguments must be a JSON object")
-    _check_bounds(raw)
-    return dict(raw)
-
-
-def _check_bounds(arguments: Mapping[object, object]) -> None:
-    """Walk the arguments without recursion (an object may even contain itself), counting depth and size."""
-    size = 0
-    stack: list[tuple[object, int]] = [(arguments, 1)]
-    while stack:
-        node, depth = stack.pop()
-        size += 1
-        if isinstance(node, str):
-            try:
-                size += len(node.encode("utf-8"))
-            except UnicodeEncodeError:  # a lone surrogate ("\ud800") would fail later, in the store
-                raise ValueError("arguments contain text that is not valid Unicode") from None
-        elif isinstance(node, (Mapping, list, tuple)):
-            if depth > MAX_ARGUMENT_DEPTH:
-                raise ValueError(f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
-            size += 2 * len(node) if isinstance(node, Mapping) else len(node)  # counted before it is copied
-            if size > MAX_ARGUMENT_BYTES:
-                raise ValueError(f"arguments are larger than {MAX_ARGUMENT_BYTES // 1024} KiB")
-            children: list[object] = [*node.keys(), *node.values()] if isinstance(node, Mapping) else list(node)
-            stack.extend((child, depth + 1) for child in children)
-        if size > MAX_ARGUMENT_BYTES:
-            raise ValueError(f"arguments are larger than {MAX_ARGUMENT_BYTES // 1024} KiB")
 
 
 def _date(item: MemoryItem) -> str:
