@@ -13,6 +13,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._errors import ConfigurationError
+from ._tools import CONNECT, RECALL, TOOLS
 
 __all__ = [
     "MEMORY_CAPABILITY_PRESETS",
@@ -238,19 +239,35 @@ def resolve_tier(value: bool | dict[str, object] | T | None, model: type[T], nam
 
 @dataclass(frozen=True, kw_only=True)
 class CapabilityPreset:
-    """Which tools and which context sections a capability offers."""
+    """Which tools and which context sections a capability offers.
+
+    ``tools``: names of read tools of the tool table (:data:`~tiermem.memory._tools.TOOLS`); any other
+    name is a ConfigurationError (a write tool is offered by the write side only, when asked).
+    """
 
     tools: tuple[str, ...]
     sections: tuple[str, ...]
 
+    def __post_init__(self) -> None:
+        if isinstance(self.tools, str):
+            raise ConfigurationError(f"a preset's tools are a tuple of tool names, not the string {self.tools!r}")
+        read = [spec.name for spec in TOOLS if spec.access == "read"]
+        wrong = [name for name in self.tools if name not in read]
+        if wrong:
+            raise ConfigurationError(
+                f"a preset offers read tools only ({', '.join(read)}), not {', '.join(map(repr, wrong))}; "
+                "write tools come from system(...).tools(ctx, write=True)"
+            )
+
 
 _ALL_SECTIONS = ("digest", "working", "semantic", "relation", "episodic")
+_RECALL_AND_CONNECT = (RECALL.name, CONNECT.name)
 MEMORY_CAPABILITY_PRESETS: dict[str, CapabilityPreset] = {
-    "default": CapabilityPreset(tools=("memory_recall", "memory_connect"), sections=_ALL_SECTIONS),
-    "connect": CapabilityPreset(tools=("memory_recall", "memory_connect"), sections=_ALL_SECTIONS),
-    "recall": CapabilityPreset(tools=("memory_recall",), sections=_ALL_SECTIONS),
+    "default": CapabilityPreset(tools=_RECALL_AND_CONNECT, sections=_ALL_SECTIONS),
+    "connect": CapabilityPreset(tools=_RECALL_AND_CONNECT, sections=_ALL_SECTIONS),
+    "recall": CapabilityPreset(tools=(RECALL.name,), sections=_ALL_SECTIONS),
     "context": CapabilityPreset(tools=(), sections=_ALL_SECTIONS),
-    "tools": CapabilityPreset(tools=("memory_recall", "memory_connect"), sections=()),
+    "tools": CapabilityPreset(tools=_RECALL_AND_CONNECT, sections=()),
 }
 
 

@@ -1,4 +1,12 @@
-"""Agent tools bound to a MemoryContext: OpenAI-style schemas, async ``call``, error envelopes.
+"""Agent tools: the one table of them, and tools bound to a MemoryContext (OpenAI-style schemas, async
+``call``, error envelopes).
+
+:data:`TOOLS` is the table: per tool its name (and its MCP name), description, whether it reads or
+writes, the option that enables it, whether it deletes, and its argument model. It is data only; the
+folders that implement a tool bind its handler with :meth:`ToolSpec.bind` (the read tools in ``_read``
+and ``_relations``, the write tools in ``_write``), and every consumer reads the table: the capability's
+and the system's ``tools()`` through :func:`offer`, the presets (:class:`CapabilityPreset` accepts only
+its read tools) and the MCP server's tool list and dispatch.
 
 Authority comes from the bound context only: arguments are validated with ``extra="forbid"``,
 so no argument can name another namespace, user or session.
@@ -18,51 +26,172 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypedDict, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._errors import ConfigurationError, TiermemError
 from ._records import MemoryItem
+from ._tool_arguments import (
+    MAX_ARGUMENT_BYTES,
+    MAX_ARGUMENT_DEPTH,
+    ConnectArguments,
+    ForgetArguments,
+    RecallArguments,
+    RememberArguments,
+    parse_arguments,
+)
 
 __all__ = [
+    "CONNECT",
+    "FORGET",
     "MAX_ARGUMENT_BYTES",
     "MAX_ARGUMENT_DEPTH",
+    "RECALL",
+    "REMEMBER",
+    "TOOLS",
+    "ConnectArguments",
+    "ForgetArguments",
     "MemoryTool",
     "RecallArguments",
+    "RememberArguments",
+    "ToolAccess",
     "ToolEnvelope",
+    "ToolOption",
+    "ToolSchema",
+    "ToolSpec",
     "Toolset",
+    "offer",
     "parse_arguments",
+    "tool_spec",
 ]
 
 log = logging.getLogger("tiermem.tools")
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-MAX_ARGUMENT_BYTES = 64 * 1024
-"""Largest tool arguments accepted, in bytes of JSON (a memory tool's arguments take a few hundred)."""
-MAX_ARGUMENT_DEPTH = 20
-"""Deepest nesting of objects and lists accepted in tool arguments (the schemas need two levels)."""
 MAX_ERROR_CHARS = 1000
 """An error message is cut here: the model reads every character of it."""
 
+ToolAccess = Literal["read", "write"]
+"""A read tool is the read side's (a capability offers it); a write tool only the write side's, when asked."""
+ToolOption = Literal["semantic", "relations"]
+"""The option a tool needs on: the semantic tier, or relations within it."""
 
-class RecallArguments(BaseModel):
-    """Arguments of ``memory_recall``."""
+A_co = TypeVar("A_co", bound=BaseModel, covariant=True)
+Handler = Callable[[BaseModel], Awaitable[Sequence[MemoryItem]]]
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    query: str = Field(min_length=1, max_length=2000, description="What to look for, in natural language.")
-    limit: int = Field(default=10, ge=1, le=50, description="How many memories to return.")
-    tiers: list[Literal["working", "episodic", "semantic", "digest"]] | None = Field(
-        default=None, description="Only these tiers; all enabled tiers when omitted."
-    )
-    subject: str | None = Field(
-        default=None, max_length=64, description="Only memories about this subject ('user', 'moni', 'acme-corp')."
-    )
-    verbose: bool = Field(
-        default=False, description="Return every field (confidence, scores, provenance, metadata), not just the text."
-    )
+# -- the table ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolSpec(Generic[A_co]):
+    """One entry of the tool table: what a tool is, without how it runs (its folder binds that)."""
+
+    name: str
+    """Its name for the model (``memory_recall``)."""
+    mcp_name: str
+    """Its name on the MCP server, where the server itself says it is memory (``recall``)."""
+    description: str
+    access: ToolAccess
+    option: ToolOption | None
+    """The option that must be on for the tool to be offered; None: always offered."""
+    arguments: type[A_co]
+    destructive: bool = False
+    """It deletes (an MCP host may ask the user first)."""
+
+    def bind(self, handler: Callable[[A_co], Awaitable[Sequence[MemoryItem]]]) -> MemoryTool:
+        """This tool, running ``handler`` (bound to one context) on arguments its model validated."""
+        arguments = self.arguments
+
+        async def run(args: BaseModel) -> Sequence[MemoryItem]:
+            if not isinstance(args, arguments):  # MemoryTool validates with this model: never, barring a bug
+                raise TypeError(f"{self.name} got {type(args).__name__}, not {arguments.__name__}")
+            return await handler(args)
+
+        return MemoryTool(name=self.name, description=self.description, arguments=arguments, handler=run)
+
+
+RECALL = ToolSpec(
+    name="memory_recall",
+    mcp_name="recall",
+    description=(
+        "Search long-term memory about the user and the people and organisations in their life. "
+        "Returns memories ranked by relevance, each with its id, tier, subject, date and text "
+        "(verbose: also confidence, scores, provenance and metadata)."
+    ),
+    access="read",
+    option=None,
+    arguments=RecallArguments,
+)
+CONNECT = ToolSpec(
+    name="memory_connect",
+    mcp_name="connect",
+    description=(
+        "Explore how people and organisations in the user's life are related. With 'from' alone, list "
+        "everything connected to it; with 'from' and 'to', return the chain of relations between them. "
+        "Only relations that hold now, unless 'as_of' (a past date) or 'include_history' is given."
+    ),
+    access="read",
+    option="relations",
+    arguments=ConnectArguments,
+)
+REMEMBER = ToolSpec(
+    name="memory_remember",
+    mcp_name="remember",
+    description=(
+        "Store one fact in the user's long-term memory, when they ask you to remember something or tell "
+        "you something lasting about themselves. One sentence; 'subject' says whom it is about: 'user' "
+        "(the default), a lowercase first name or a lowercase-hyphenated organisation. Returns the memory."
+    ),
+    access="write",
+    option="semantic",
+    arguments=RememberArguments,
+)
+FORGET = ToolSpec(
+    name="memory_forget",
+    mcp_name="forget",
+    description=(
+        "Delete one memory, by the id the recall tool returned, when the user asks you to forget it. "
+        "Memories derived only from it go too. Returns what was deleted."
+    ),
+    access="write",
+    option=None,
+    arguments=ForgetArguments,
+    destructive=True,
+)
+TOOLS: tuple[ToolSpec[BaseModel], ...] = (RECALL, CONNECT, REMEMBER, FORGET)
+"""Every agent tool, in the order they are offered."""
+
+
+def tool_spec(name: str) -> ToolSpec[BaseModel]:
+    """The table's entry for a tool name (or MCP name); ConfigurationError for a name it does not have."""
+    for spec in TOOLS:
+        if name in (spec.name, spec.mcp_name):
+            return spec
+    raise ConfigurationError(f"unknown tool {name[:80]!r}; the tools are {[s.name for s in TOOLS]}")
+
+
+def offer(
+    bound: Mapping[str, MemoryTool], *, chosen: Collection[str], write: bool, options: Collection[ToolOption]
+) -> Toolset:
+    """The tools an agent is offered, in the table's order, from those ``bound`` to its context by name.
+
+    A read tool when ``chosen`` names it (a preset's tools), a write tool when ``write``; either only
+    while its option is among ``options``.
+    """
+    offered = [
+        spec
+        for spec in TOOLS
+        if (write if spec.access == "write" else spec.name in chosen)
+        and (spec.option is None or spec.option in options)
+    ]
+    return Toolset([bound[spec.name] for spec in offered])
+
+
+# -- arguments and results ----------------------------------------------------------------------
 
 
 class ToolEnvelope(BaseModel):
@@ -71,60 +200,23 @@ class ToolEnvelope(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     ok: bool = Field(description="False when the call could not be served; the agent may retry.")
-    results: list[dict[str, Any]] = Field(
+    results: list[dict[str, object]] = Field(
         default_factory=list, description="Memory items as JSON objects, compact unless asked for verbose."
     )
     error: str | None = Field(default=None, description="What went wrong, for the model to read.")
 
 
-Handler = Callable[[BaseModel], Awaitable[Sequence[MemoryItem]]]
+class FunctionSchema(TypedDict):
+    name: str
+    description: str
+    parameters: dict[str, Any]  # a JSON Schema: open-ended JSON that callers index into
 
 
-def parse_arguments(arguments: object) -> dict[str, Any]:
-    """Tool-call arguments (a JSON text or an object) as a dict, within the size and depth limits.
+class ToolSchema(TypedDict):
+    """An OpenAI-style tool definition, as litellm's ``tools=`` takes it."""
 
-    Raises ValueError with a message for the model when they are not a JSON object or exceed a limit.
-    """
-    if arguments is None:
-        return {}
-    if isinstance(arguments, str):
-        # Characters first: a cheap bound before encoding, which can only make the text longer.
-        if len(arguments) > MAX_ARGUMENT_BYTES or len(arguments.encode("utf-8", "surrogatepass")) > MAX_ARGUMENT_BYTES:
-            raise ValueError(f"arguments are larger than {MAX_ARGUMENT_BYTES // 1024} KiB")
-        try:
-            raw: object = json.loads(arguments)
-        except RecursionError:  # the decoder recurses per level; far deeper than the limit below
-            raise ValueError(f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels") from None
-    else:
-        raw = arguments
-    if not isinstance(raw, Mapping):
-        raise ValueError("arguments must be a JSON object")
-    _check_bounds(raw)
-    return dict(raw)
-
-
-def _check_bounds(arguments: Mapping[Any, Any]) -> None:
-    """Walk the arguments without recursion (an object may even contain itself), counting depth and size."""
-    size = 0
-    stack: list[tuple[object, int]] = [(arguments, 1)]
-    while stack:
-        node, depth = stack.pop()
-        size += 1
-        if isinstance(node, str):
-            try:
-                size += len(node.encode("utf-8"))
-            except UnicodeEncodeError:  # a lone surrogate ("\ud800") would fail later, in the store
-                raise ValueError("arguments contain text that is not valid Unicode") from None
-        elif isinstance(node, (Mapping, list, tuple)):
-            if depth > MAX_ARGUMENT_DEPTH:
-                raise ValueError(f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
-            size += 2 * len(node) if isinstance(node, Mapping) else len(node)  # counted before it is copied
-            if size > MAX_ARGUMENT_BYTES:
-                raise ValueError(f"arguments are larger than {MAX_ARGUMENT_BYTES // 1024} KiB")
-            children: list[object] = [*node.keys(), *node.values()] if isinstance(node, Mapping) else list(node)
-            stack.extend((child, depth + 1) for child in children)
-        if size > MAX_ARGUMENT_BYTES:
-            raise ValueError(f"arguments are larger than {MAX_ARGUMENT_BYTES // 1024} KiB")
+    type: Literal["function"]
+    function: FunctionSchema
 
 
 def _date(item: MemoryItem) -> str:
@@ -136,7 +228,7 @@ def _date(item: MemoryItem) -> str:
     return item.created_at.date().isoformat()
 
 
-def compact_item(item: MemoryItem) -> dict[str, Any]:
+def compact_item(item: MemoryItem) -> dict[str, str]:
     """What a model needs to use a memory: its id (to refer back to it), tier, subject, date and text;
     ``past`` ("until 2026-03-16") on what no longer holds (superseded, or a closed edge)."""
     out = {"id": item.id, "tier": item.tier, "subject": item.subject, "date": _date(item), "text": item.text}
@@ -167,6 +259,7 @@ class MemoryTool:
 
     @property
     def parameters(self) -> dict[str, Any]:
+        """The arguments' JSON Schema (a JSON document callers index into, hence ``Any`` values)."""
         schema = self.arguments.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
@@ -174,7 +267,7 @@ class MemoryTool:
         schema["additionalProperties"] = False
         return schema
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> ToolSchema:
         """The OpenAI-style tool definition, ready for litellm's ``tools=``."""
         return {
             "type": "function",
@@ -182,7 +275,10 @@ class MemoryTool:
         }
 
     async def call(self, arguments: object) -> dict[str, Any]:
-        """Run the tool on the arguments as the model sent them; any failure gives ``ok: False``, never raises."""
+        """Run the tool on the arguments as the model sent them; any failure gives ``ok: False``, never raises.
+
+        The :class:`ToolEnvelope` as a JSON object (its results are JSON the caller indexes into).
+        """
         try:
             parsed = self.arguments.model_validate(parse_arguments(arguments))
         except ValueError as exc:  # pydantic's ValidationError and JSONDecodeError are ValueErrors
@@ -217,7 +313,7 @@ def _brief(exc: Exception) -> str:
     return str(exc)
 
 
-def _get(obj: Any, key: str) -> Any:
+def _get(obj: object, key: str) -> object:
     return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
 
 
@@ -228,7 +324,11 @@ class Toolset(Sequence[MemoryTool]):
         self._tools = list(tools)
         self._by_name = {t.name: t for t in self._tools}
 
-    def __getitem__(self, index: Any) -> Any:
+    @overload
+    def __getitem__(self, index: int) -> MemoryTool: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[MemoryTool]: ...
+    def __getitem__(self, index: int | slice) -> MemoryTool | Sequence[MemoryTool]:
         return self._tools[index]
 
     def __len__(self) -> int:
@@ -240,12 +340,14 @@ class Toolset(Sequence[MemoryTool]):
     def get(self, name: str) -> MemoryTool | None:
         return self._by_name.get(name)
 
-    def schemas(self) -> list[dict[str, Any]]:
+    def schemas(self) -> list[ToolSchema]:
         """All tool definitions, for ``litellm.completion(tools=...)``."""
         return [t.schema() for t in self._tools]
 
-    async def execute(self, message: Any) -> list[dict[str, Any]]:
+    async def execute(self, message: object) -> list[dict[str, Any]]:
         """Run the tool calls of an assistant message; returns the ``role: tool`` messages to append.
+
+        Plain dicts: they join the caller's message list, typed however the caller types it.
 
         Never raises: each call is answered, with an error envelope when it cannot be served; a
         message whose ``tool_calls`` is not a list has no call to answer.
@@ -261,9 +363,9 @@ class Toolset(Sequence[MemoryTool]):
             return []
         return [await self._answer(call) for call in calls]
 
-    async def _answer(self, call: Any) -> dict[str, Any]:
-        name: Any = None
-        call_id: Any = None
+    async def _answer(self, call: object) -> dict[str, object]:
+        name: object = None
+        call_id: object = None
         try:
             call_id = _get(call, "id")
             function = _get(call, "function")

@@ -10,13 +10,15 @@ Authority: the user, the namespace and the options come from the server's config
 operator's proxy sets, ``--user-header``). No tool or resource takes a user or a namespace, so a
 client can neither read nor write another user's memory.
 
-Tools: ``recall``; ``connect`` when relations are on; ``remember`` and ``forget`` (by the id
-``recall`` returns) with ``--allow-writes``, the same write tools as ``MemorySystem.tools(ctx,
-write=True)`` (memory/_write/_write_tools.py: canonical subjects only, never a user id, agent-written
-metadata, only the user's own ids). Resources: ``tiermem://digest`` (the user's narrative
-digest) and ``tiermem://facts`` (their active facts). The store is opened with the embedder it was
-written with; the server calls no model (a digest that ``forget`` must rewrite is rewritten by the
-offline rules model, and the next digest job with the real model rewrites it again).
+Tools: the tool table's (:data:`~tiermem.memory._tools.TOOLS`) under their MCP names: ``recall``;
+``connect`` when relations are on; ``remember`` and ``forget`` (by the id ``recall`` returns) with
+``--allow-writes``, the same write tools as ``MemorySystem.tools(ctx, write=True)``
+(memory/_write/_write_tools.py: canonical subjects only, never a user id, agent-written metadata,
+only the user's own ids), each annotated read-only or destructive as its table entry says.
+Resources: ``tiermem://digest`` (the user's narrative digest) and ``tiermem://facts`` (their active
+facts). The store is opened with the embedder it was written with; the server calls no model (a
+digest that ``forget`` must rewrite is rewritten by the offline rules model, and the next digest job
+with the real model rewrites it again).
 
 This module is below the composition root, so the write side comes in as a callable: the CLI
 opens ``system(model="rules")`` and hands its ``forget`` to :func:`build_server`.
@@ -34,13 +36,13 @@ from mcp import types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .._errors import ConfigurationError
 from .._read import MemoryCapability, create_memory_capability
 from .._records import MemoryContext
-from .._tools import MemoryTool, error_envelope
-from .._write import Forget, ForgetArguments, RememberArguments, write_tools
+from .._tools import MemoryTool, ToolSpec, error_envelope, tool_spec
+from .._write import Forget, ForgetArguments, RememberArguments, agent_tools
 
 __all__ = [
     "ForgetArguments",
@@ -57,10 +59,6 @@ log = logging.getLogger("tiermem.mcp")
 Transport = Literal["stdio", "http"]
 DIGEST_URI = "tiermem://digest"
 FACTS_URI = "tiermem://facts"
-_READ_ONLY = types.ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
-_WRITE = types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-_DELETE = types.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
-_ANNOTATIONS = {"remember": _WRITE, "forget": _DELETE}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,13 +125,12 @@ class _Memory:
         except ValidationError:
             raise MCPError(types.INVALID_REQUEST, f"the {header} header is not a valid user id") from None
 
-    def tools(self, ctx: MemoryContext) -> dict[str, MemoryTool]:
-        """The tools by their MCP name (``recall``, ``connect``, ``remember``, ``forget``), bound to ``ctx``."""
-        bound = list(self.capability.tools(ctx))
-        if self.forget is not None:  # given exactly when the configuration allows writes
-            bound += write_tools(self.capability, ctx, forget=self.forget)
-        short = [tool.name.removeprefix("memory_") for tool in bound]
-        return {name: tool.renamed(name) for name, tool in zip(short, bound, strict=True)}
+    def tools(self, ctx: MemoryContext) -> dict[str, tuple[ToolSpec[BaseModel], MemoryTool]]:
+        """The tools bound to ``ctx`` by their MCP name (``recall``, ``connect``, ``remember``, ``forget``),
+        each with its table entry."""
+        # forget is given exactly when the configuration allows writes
+        specs = [(tool_spec(tool.name), tool) for tool in agent_tools(self.capability, ctx, forget=self.forget)]
+        return {spec.mcp_name: (spec, tool.renamed(spec.mcp_name)) for spec, tool in specs}
 
     async def list_tools(
         self, request: ServerRequestContext[object, object], params: types.PaginatedRequestParams | None
@@ -145,9 +142,11 @@ class _Memory:
                     name=name,
                     description=tool.description,
                     input_schema=tool.parameters,
-                    annotations=_ANNOTATIONS.get(name, _READ_ONLY),
+                    annotations=types.ToolAnnotations(
+                        read_only_hint=spec.access == "read", destructive_hint=spec.destructive, open_world_hint=False
+                    ),
                 )
-                for name, tool in self.tools(listing).items()
+                for name, (spec, tool) in self.tools(listing).items()
             ]
         )
 
@@ -156,11 +155,11 @@ class _Memory:
     ) -> types.CallToolResult:
         ctx = self.context(request)  # no user: a protocol error, as for a resource
         try:
-            tool = self.tools(ctx).get(params.name)
-            if tool is None:
+            served = self.tools(ctx).get(params.name)
+            if served is None:
                 envelope = error_envelope(f"unknown tool {params.name[:80]!r}")
             else:
-                envelope = await tool.call(params.arguments)  # never raises; bounds size and depth
+                envelope = await served[1].call(params.arguments)  # never raises; bounds size and depth
         except Exception:  # building the tools failed: still an envelope, never a crashed request
             log.exception("tool %s failed", params.name)
             envelope = error_envelope(f"{params.name[:80]} failed: internal error (logged); try again later")

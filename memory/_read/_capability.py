@@ -40,12 +40,12 @@ from .._relations import Relations
 from .._scope import checked_string
 from .._store import Store
 from .._tiers import Lineage, Tiers, checked_context, checked_where
-from .._tools import MemoryTool, RecallArguments, Toolset
+from .._tools import CONNECT, RECALL, MemoryTool, RecallArguments, ToolOption, Toolset, offer
 from .._when import checked_instant, checked_window
 from ._async_tiers import AsyncTiers
 from ._blocking_capability import BlockingMemoryCapability
 
-__all__ = ["MemoryCapability"]
+__all__ = ["MemoryCapability", "read_tools"]
 
 
 class MemoryCapability:
@@ -95,6 +95,9 @@ class MemoryCapability:
         """Explicit options that differ from those recorded in the store (used here, reported, not recorded)."""
         self.portability = Portability(self.governance)
         self.async_tiers = AsyncTiers(tiers=tiers, relations=self.relations)
+        needs: dict[ToolOption, object] = {"semantic": self.semantic, "relations": self.relations.options}
+        self.tool_options = frozenset(option for option, on in needs.items() if on is not None)
+        """The options of the tool table that are on here: which of its tools can be offered."""
 
     @property
     def store(self) -> Store:
@@ -246,28 +249,7 @@ class MemoryCapability:
             raise ConfigurationError(
                 "a capability is the read side and offers no write tools: use system(...).tools(ctx, write=True)"
             )
-        bound: list[MemoryTool] = []
-        if "memory_recall" in self.preset.tools:
-            bound.append(self._recall_tool(ctx))
-        if self.relations.options is not None and "memory_connect" in self.preset.tools:
-            bound.append(self.relations.connect_tool(ctx))
-        return Toolset(bound)
-
-    def _recall_tool(self, ctx: MemoryContext) -> MemoryTool:
-        async def handler(args: Any) -> list[RankedMemoryItem]:
-            assert isinstance(args, RecallArguments)
-            return await self.recall(ctx, args.query, limit=args.limit, tiers=args.tiers, subject=args.subject)
-
-        return MemoryTool(
-            name="memory_recall",
-            description=(
-                "Search long-term memory about the user and the people and organisations in their life. "
-                "Returns memories ranked by relevance, each with its id, tier, subject, date and text "
-                "(verbose: also confidence, scores, provenance and metadata)."
-            ),
-            arguments=RecallArguments,
-            handler=handler,
-        )
+        return offer(read_tools(self, ctx), chosen=self.preset.tools, write=False, options=self.tool_options)
 
     # -- the tiers, one by one (memory/_read/_async_tiers.py: each the async twin of the Tiers / Relations method) --
 
@@ -330,3 +312,13 @@ class MemoryCapability:
             ctx, tier=tier, subject=subject, status=status, where=where, since=since, until=until, limit=limit,
             cursor=cursor,
         )  # fmt: skip
+
+
+def read_tools(capability: MemoryCapability, ctx: MemoryContext) -> dict[str, MemoryTool]:
+    """The tools of the table the read side implements, bound to ``ctx`` by name, whether offered or not
+    (``tools()`` and the write side choose among them with :func:`~tiermem.memory._tools.offer`)."""
+
+    async def recall(args: RecallArguments) -> list[RankedMemoryItem]:
+        return await capability.recall(ctx, args.query, limit=args.limit, tiers=args.tiers, subject=args.subject)
+
+    return {RECALL.name: RECALL.bind(recall), CONNECT.name: capability.relations.connect_tool(ctx)}

@@ -17,8 +17,6 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from .._blocking import run_blocking
 from .._decay import reinforce
 from .._errors import InvalidArgumentError
@@ -26,10 +24,10 @@ from .._options import RelationsOptions, SemanticOptions
 from .._records import Edge, Fact, MemoryContext, MemoryItem, mentions
 from .._subjects import USER, canonical_subject
 from .._tiers import Tiers, edge_to_memory_item
-from .._tools import MemoryTool
+from .._tools import CONNECT, ConnectArguments, MemoryTool
 from ._graph import GraphCache, RelationGraph
 
-__all__ = ["ConnectArguments", "Relations"]
+__all__ = ["ConnectArguments", "Relations"]  # ConnectArguments: the tool table's, named where it always was
 
 _ENDED = re.compile(r"\b(?:no longer|not any ?more|used to|previously|formerly)\b", re.IGNORECASE)
 
@@ -37,18 +35,6 @@ _ENDED = re.compile(r"\b(?:no longer|not any ?more|used to|previously|formerly)\
 def _eviction_order(edge: Edge) -> tuple[bool, datetime, float, str]:
     """Which edges ``max_edges`` drops first: history, then the least recent, least confident; ids break ties."""
     return (edge.current, edge.updated_at, edge.confidence, edge.id)
-
-
-class ConnectArguments(BaseModel):
-    """Arguments of ``memory_connect``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    from_: str = Field(alias="from", min_length=1, max_length=64, description="Entity to start from ('user', 'moni').")
-    to: str | None = Field(default=None, max_length=64, description="Entity to reach; omit to list all connections.")
-    max_hops: int = Field(default=3, ge=1, le=6, description="Longest path to consider.")
-    as_of: datetime | None = Field(default=None, description="Answer as things stood then (ISO 8601); default now.")
-    include_history: bool = Field(default=False, description="Also show relations that no longer hold.")
 
 
 class Relations:
@@ -287,10 +273,9 @@ class Relations:
     # -- the connect tool -------------------------------------------------------------------
 
     def connect_tool(self, ctx: MemoryContext) -> MemoryTool:
-        """``memory_connect`` bound to ``ctx``."""
+        """``memory_connect`` bound to ``ctx`` (offered while relations are on; see :data:`~.._tools.TOOLS`)."""
 
-        async def handler(args: Any) -> list[MemoryItem]:
-            assert isinstance(args, ConnectArguments)
+        async def handler(args: ConnectArguments) -> list[MemoryItem]:
             if self.options is None:
                 raise InvalidArgumentError("relations are off for this memory; use memory_recall instead")
             now = self.tiers.clock.now()
@@ -304,13 +289,4 @@ class Relations:
                 edges = path or []
             return [edge_to_memory_item(e, now, half_life=self.semantic) for e in edges]
 
-        return MemoryTool(
-            name="memory_connect",
-            description=(
-                "Explore how people and organisations in the user's life are related. With 'from' alone, list "
-                "everything connected to it; with 'from' and 'to', return the chain of relations between them. "
-                "Only relations that hold now, unless 'as_of' (a past date) or 'include_history' is given."
-            ),
-            arguments=ConnectArguments,
-            handler=handler,
-        )
+        return CONNECT.bind(handler)

@@ -17,7 +17,7 @@ from ._conversation_import import (
 from ._janitor import janitor_pass
 from ._system import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult, system
 from ._write_side import MemorySystem
-from ._write_tools import Forget, ForgetArguments, RememberArguments, write_tools
+from ._write_tools import Forget, ForgetArguments, RememberArguments, agent_tools
 
 __all__ = [
     "MAX_OBSERVE_WINDOW",
@@ -36,7 +36,7 @@ __all__ = [
     "RememberArguments",
     "RetryReport",
     "SessionResult",
+    "agent_tools",
     "janitor_pass",
     "system",
-    "write_tools",
 ]

@@ -41,7 +41,7 @@ from ._consolidation import Consolidation
 from ._conversation_import import OBSERVE_WINDOW, Conversation, HistoryProgress, HistoryReport, import_conversations
 from ._pending import PendingRetries
 from ._sessions import Sessions, holder_id
-from ._write_tools import write_tools
+from ._write_tools import agent_tools
 
 __all__ = ["MemorySystem"]
 
@@ -131,10 +131,10 @@ class MemorySystem:
         With ``write``, ``memory_remember`` (when the semantic tier is on) and ``memory_forget``
         (through :meth:`forget`) write and delete the bound user's memories only.
         """
-        bound = self.capability.tools(ctx)
+        checked_context(ctx)
         if write is not True and write is not False:
             raise ConfigurationError(f"write must be True or False, not {write!r}")
-        return Toolset([*bound, *write_tools(self.capability, ctx, forget=self.forget)]) if write else bound
+        return agent_tools(self.capability, ctx, forget=self.forget if write else None)
 
     recall_sync = _read_sync(MemoryCapability.recall_sync)
     format_context_sync = _read_sync(MemoryCapability.format_context_sync)

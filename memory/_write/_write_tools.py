@@ -1,8 +1,10 @@
-"""The agent's write tools, opt-in: ``memory_remember`` and ``memory_forget``, bound to one context.
+"""The agent's write tools, opt-in: the handlers of ``memory_remember`` and ``memory_forget`` (their
+entries, arguments included, are the tool table's: :data:`~tiermem.memory._tools.TOOLS`).
 
 Offered by the write side only (``MemorySystem.tools(ctx, write=True)``, ``tiermem mcp
---allow-writes``): a capability alone is the read side and never offers them. Like every tool they
-take no user, namespace or session: what they write and delete is always the bound user's.
+--allow-writes``, both through :func:`agent_tools`): a capability alone is the read side and never
+offers them. Like every tool they take no user, namespace or session: what they write and delete is
+always the bound user's.
 
 ``memory_remember`` stores one fact through :meth:`MemoryCapability.remember`, marked
 ``metadata["source"] == "agent"``, with the session's latest captured turn as provenance when the
@@ -18,53 +20,23 @@ unknown id is "not found", and a memory the user pinned is refused. A refusal wr
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from .._blocking import run_blocking
 from .._errors import InvalidArgumentError, InvalidSubjectError
+from .._read import MemoryCapability, read_tools
 from .._records import MemoryContext, MemoryItem
 from .._store import USER_TABLES, Where
-from .._subjects import MAX_SUBJECT_LENGTH, USER, canonical_subject
-from .._tools import MemoryTool
+from .._subjects import USER, canonical_subject
+from .._tools import FORGET, REMEMBER, ForgetArguments, MemoryTool, RememberArguments, Toolset, offer
 
-if TYPE_CHECKING:
-    from .._read import MemoryCapability
-
-__all__ = ["AGENT_SOURCE", "Forget", "ForgetArguments", "RememberArguments", "agent_subject", "write_tools"]
+# The argument models are the tool table's, named here where they always were.
+__all__ = ["AGENT_SOURCE", "Forget", "ForgetArguments", "RememberArguments", "agent_subject", "agent_tools"]
 
 AGENT_SOURCE = "agent"
 """``metadata["source"]`` of a memory the agent wrote with ``memory_remember``."""
 
 Forget = Callable[[MemoryContext, str], Awaitable[object]]
 """Delete one memory of the context's user by id, with what was derived only from it (``MemorySystem.forget``)."""
-
-Kind = Literal["fact", "preference", "event", "plan", "note"]
-
-
-class RememberArguments(BaseModel):
-    """Arguments of ``memory_remember``: what to store and whom it is about; never whose memory it goes to."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    text: str = Field(min_length=1, max_length=2000, description="The fact to remember, one sentence.")
-    subject: str = Field(
-        default=USER,
-        min_length=1,
-        max_length=MAX_SUBJECT_LENGTH,
-        description="Whom it is about: 'user' (the default), a lowercase first name ('moni') or a "
-        "lowercase-hyphenated organisation ('acme-corp').",
-    )
-    kind: Kind | None = Field(default=None, description="What sort of memory it is, when clear.")
-
-
-class ForgetArguments(BaseModel):
-    """Arguments of ``memory_forget``: which memory, by the id ``memory_recall`` returned."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str = Field(min_length=1, max_length=256, description="The id of the memory to delete, as recall returned it.")
 
 
 def _is_user_id(capability: MemoryCapability, ctx: MemoryContext, name: str) -> bool:
@@ -107,11 +79,10 @@ def _provenance(capability: MemoryCapability, ctx: MemoryContext) -> tuple[str, 
 
 
 def _remember_tool(capability: MemoryCapability, ctx: MemoryContext) -> MemoryTool:
-    async def handler(args: BaseModel) -> list[MemoryItem]:
-        assert isinstance(args, RememberArguments)
+    async def handler(args: RememberArguments) -> list[MemoryItem]:
         subject = await run_blocking(agent_subject, capability, ctx, args.subject)
         provenance = await run_blocking(_provenance, capability, ctx)
-        metadata: dict[str, Any] = {"source": AGENT_SOURCE}
+        metadata: dict[str, object] = {"source": AGENT_SOURCE}
         if args.kind is not None:
             metadata["kind"] = args.kind
         if ctx.session_id is not None:
@@ -119,21 +90,11 @@ def _remember_tool(capability: MemoryCapability, ctx: MemoryContext) -> MemoryTo
         fact = await capability.remember(ctx, args.text, subject=subject, provenance=provenance, metadata=metadata)
         return [capability.item(fact, capability.clock.now())]
 
-    return MemoryTool(
-        name="memory_remember",
-        description=(
-            "Store one fact in the user's long-term memory, when they ask you to remember something or tell "
-            "you something lasting about themselves. One sentence; 'subject' says whom it is about: 'user' "
-            "(the default), a lowercase first name or a lowercase-hyphenated organisation. Returns the memory."
-        ),
-        arguments=RememberArguments,
-        handler=handler,
-    )
+    return REMEMBER.bind(handler)
 
 
 def _forget_tool(capability: MemoryCapability, forget: Forget, ctx: MemoryContext) -> MemoryTool:
-    async def handler(args: BaseModel) -> list[MemoryItem]:
-        assert isinstance(args, ForgetArguments)
+    async def handler(args: ForgetArguments) -> list[MemoryItem]:
         # MemoryNotFoundError unless the id is this user's: another user's memory is "not found" too.
         _, record = await run_blocking(capability.governance.find, ctx, args.id)
         if getattr(record, "pinned", False):  # the user's own decision; an agent cannot overrule it
@@ -142,18 +103,17 @@ def _forget_tool(capability: MemoryCapability, forget: Forget, ctx: MemoryContex
         await forget(ctx, args.id)
         return [item]
 
-    return MemoryTool(
-        name="memory_forget",
-        description=(
-            "Delete one memory, by the id the recall tool returned, when the user asks you to forget it. "
-            "Memories derived only from it go too. Returns what was deleted."
-        ),
-        arguments=ForgetArguments,
-        handler=handler,
-    )
+    return FORGET.bind(handler)
 
 
-def write_tools(capability: MemoryCapability, ctx: MemoryContext, *, forget: Forget) -> list[MemoryTool]:
-    """``memory_remember`` (when the semantic tier is on) and ``memory_forget``, bound to ``ctx``."""
-    tools = [_remember_tool(capability, ctx)] if capability.semantic is not None else []
-    return [*tools, _forget_tool(capability, forget, ctx)]
+def agent_tools(capability: MemoryCapability, ctx: MemoryContext, *, forget: Forget | None) -> Toolset:
+    """The capability's tools bound to ``ctx``, and with ``forget`` (the write side's) the write tools too.
+
+    One selection over the tool table: the read tools the capability's preset names, and with
+    ``forget`` every write tool (``memory_remember`` only while the semantic tier is on), in the
+    table's order.
+    """
+    bound = read_tools(capability, ctx)
+    if forget is not None:
+        bound |= {REMEMBER.name: _remember_tool(capability, ctx), FORGET.name: _forget_tool(capability, forget, ctx)}
+    return offer(bound, chosen=capability.preset.tools, write=forget is not None, options=capability.tool_options)
