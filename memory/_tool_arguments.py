@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ._subjects import MAX_SUBJECT_LENGTH, USER
 
@@ -48,9 +48,17 @@ class RecallArguments(BaseModel):
     subject: str | None = Field(
         default=None, max_length=64, description="Only memories about this subject ('user', 'moni', 'acme-corp')."
     )
+    since: datetime | None = Field(default=None, description="Only what was said from this date on (YYYY-MM-DD).")
+    until: datetime | None = Field(default=None, description="Only what was said before this date (YYYY-MM-DD).")
     verbose: bool = Field(
         default=False, description="Return every field (confidence, scores, provenance, metadata), not just the text."
     )
+
+    @field_validator("since", "until")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        """A model writes dates without a timezone: read them as UTC."""
+        return value if value is None or value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 class ConnectArguments(BaseModel):

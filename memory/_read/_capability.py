@@ -319,6 +319,9 @@ def read_tools(capability: MemoryCapability, ctx: MemoryContext) -> dict[str, Me
     (``tools()`` and the write side choose among them with :func:`~tiermem.memory._tools.offer`)."""
 
     async def recall(args: RecallArguments) -> list[RankedMemoryItem]:
-        return await capability.recall(ctx, args.query, limit=args.limit, tiers=args.tiers, subject=args.subject)
+        return await capability.recall(
+            ctx, args.query, limit=args.limit, tiers=args.tiers, subject=args.subject,
+            since=args.since, until=args.until,
+        )  # fmt: skip
 
     return {RECALL.name: RECALL.bind(recall), CONNECT.name: capability.relations.connect_tool(ctx)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Never, Protocol, runtime_checkable
 
@@ -45,6 +46,9 @@ class MemoryProvider(Protocol):
         tiers: Sequence[str] | None = None,
         subject: str | None = None,
         where: Mapping[str, Any] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> list[RankedMemoryItem]: ...
 
     async def format_context(self, ctx: MemoryContext, input: str, *, max_tokens: int | None = None) -> str: ...

@@ -348,4 +348,3 @@ class Search:
                 lexical=old.lexical if old else 0.0,
                 via_graph=_GRAPH_FACT_FLOOR,
             )
-

@@ -238,3 +238,14 @@ def test_the_cli_takes_the_window(
     texts = [i["text"].lower() for i in json.loads(result.stdout)]
     assert texts and present in texts[0]
     assert not any(absent in t for t in texts)
+
+
+def test_the_recall_tool_takes_dates_and_shows_each_memorys_date(mem: MemorySystem) -> None:
+    tool = mem.tools(CTX).get("memory_recall")
+    assert tool is not None
+    envelope = asyncio.run(tool.call({"query": "cat pottery flight", "since": "2026-11-01", "until": "2026-12-01"}))
+    assert envelope["ok"], envelope
+    assert envelope["results"] and all("2026-11-01" <= r["date"] < "2026-12-01" for r in envelope["results"])
+    assert any("pottery" in r["text"].lower() for r in envelope["results"])
+    refused = asyncio.run(tool.call({"query": "cat", "since": "2026-12-01", "until": "2026-11-01"}))
+    assert not refused["ok"] and "since" in refused["error"]
