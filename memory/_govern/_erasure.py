@@ -22,6 +22,7 @@ from .._blocking import run_blocking
 from .._records import Alias, Edge, Fact, MemoryContext
 from .._store import MEMORY_TABLES, USER_TABLES, TableName, TierTable, Where
 from .._tiers import checked_context, scope
+from ._derived_text import DerivedText, TextRewriter
 from ._governance import Governance, Record
 
 __all__ = ["DigestWriter", "EraseReport", "Erasure", "ForgetReport"]
@@ -43,6 +44,9 @@ class ForgetReport(_Frozen):
     turns_removed: tuple[str, ...] = Field(default=(), description="Captured turns removed (include_turns).")
     records_cleaned: int = Field(default=0, description="Other records whose provenance or metadata dropped the ids.")
     digest_rewritten: bool = Field(default=False, description="The digest drew on it and was written anew.")
+    texts_rewritten: tuple[str, ...] = Field(
+        default=(), description="Records kept, their text rewritten without it (summaries, observations, keys)."
+    )
 
 
 class EraseReport(_Frozen):
@@ -74,10 +78,17 @@ def _mentions(fact: Fact, entity: str) -> bool:
 class Erasure:
     """Forget and erase over a :class:`Governance` (its store and lookups)."""
 
-    def __init__(self, governance: Governance, *, rewrite_digest: DigestWriter | None = None) -> None:
+    def __init__(
+        self,
+        governance: Governance,
+        *,
+        rewrite_digest: DigestWriter | None = None,
+        rewrite_text: TextRewriter | None = None,
+    ) -> None:
         self.governance = governance
         self.store = governance.store
         self.rewrite_digest = rewrite_digest
+        self.derived = DerivedText(governance, rewrite=rewrite_text)
 
     def _plan_forget(self, ctx: MemoryContext, rid: str, include_turns: bool) -> tuple[dict[TableName, set[str]], bool]:
         """Ids to delete per table, and whether the digest must be rewritten."""
@@ -127,6 +138,9 @@ class Erasure:
         rid = id
         ctx = checked_context(ctx)
         gone, rewrite = await run_blocking(self._plan_forget, ctx, rid, include_turns)
+        forgotten = await run_blocking(self.derived.forgotten, ctx, gone)
+        texts, carried = await self.derived.rewrite_all(ctx, gone, forgotten)  # before deleting: a rerun finds it
+        rewrite = rewrite or carried
         cleaned = await run_blocking(self._apply_forget, ctx, gone)
         rewritten = False
         if rewrite and self.rewrite_digest is not None:
@@ -139,6 +153,7 @@ class Erasure:
             turns_removed=tuple(sorted(gone["turns"] - target)),
             records_cleaned=cleaned,
             digest_rewritten=rewritten,
+            texts_rewritten=tuple(sorted(texts - set().union(*gone.values()))),
         )
 
     def _apply_forget(self, ctx: MemoryContext, gone: dict[TableName, set[str]]) -> int:
