@@ -93,8 +93,10 @@ class DerivedText:
         try:
             summary = await (self.rewrite or _redact_async)(episode.summary, forgotten)
         except ModelError as exc:  # retried by the model already: store the extractive rewrite, keep the error
-            log.warning("forget: episode %s rewritten extractively, the model failed: %s", episode.id, exc)
-            summary, meta = forgotten.redact(episode.summary), {**meta, "redact_error": str(exc)[:500]}
+            # Said without the model's message: it quotes the text, and so the forgotten memory.
+            error = f"{type(exc).__name__}: the {exc.model or 'model'}'s rewrite failed after {exc.attempts} attempts"
+            log.warning("forget: episode %s rewritten extractively; %s", episode.id, error)
+            summary, meta = forgotten.redact(episode.summary), {**meta, "redact_error": error}
         summary = " ".join(summary.split())
         if not summary:
             return None

@@ -3,9 +3,10 @@
 ``forget`` deletes a memory with its older versions and what was derived only from it: edges it
 alone supported (an edge shares provenance with the facts it was extracted with and names both its
 endpoints there), observations and episodes left without any source, and the digest written from it,
-which is then rewritten through the system's digest stage. Other records drop the removed ids from
-their provenance and metadata, so nothing points at them. The captured turns stay unless
-``include_turns``.
+which is then rewritten through the system's digest stage. Every other text derived from it is
+rewritten without it (:mod:`._derived_text`). Other records drop the removed ids from their
+provenance and metadata, so nothing points at them. The captured turns stay unless
+``include_turns``: they are what the user said, verbatim, which the user did not ask to remove.
 
 ``erase_user`` deletes every row of the user in every table, then has the store rewrite each table
 and delete its old versions and files (``Store.purge``): LanceDB keeps deleted rows in old
@@ -132,8 +133,10 @@ class Erasure:
     async def forget(self, ctx: MemoryContext, id: str, *, include_turns: bool = False) -> ForgetReport:
         """Delete one memory (with its older versions), or a display name, and what was derived only from it.
 
-        Edges it alone supported go; other records drop its id from their provenance; a digest
-        written from it is deleted and rewritten; its turns stay unless ``include_turns``.
+        Edges it alone supported go; other records drop its id from their provenance; every text
+        derived from it (episode summaries, observations, retrieval keys, the digest) is rewritten
+        without it, keeping its id. Its turns, what the user said, stay (and stay searchable) unless
+        ``include_turns``; then the next turn's copy of it (its context) goes too.
         """
         rid = id
         ctx = checked_context(ctx)

@@ -377,7 +377,8 @@ class MemorySystem:
         return await self.capability.governance.unpin(ctx, id)
 
     async def forget(self, ctx: MemoryContext, id: str, *, include_turns: bool = False) -> ForgetReport:
-        """Delete one memory (with its older versions) and what was derived only from it; rewrite the digest."""
+        """Delete one memory (with its older versions) and what was derived only from it; rewrite every text derived
+        from it (episode summaries through the stage model, the digest). Its turns stay unless ``include_turns``."""
         return await self.erasure.forget(ctx, id, include_turns=include_turns)
 
     async def erase_user(self, ctx: MemoryContext) -> EraseReport:

@@ -76,7 +76,7 @@ INPUTS: dict[str, tuple[Stage[Any, Any], BaseModel]] = {
         redact.Input(
             text=FACT.text + " Tom plays the cello.", forgotten=["Tom plays the cello."], terms=["tom", "play", "cello"]
         ),
-    ),  # fmt: skip
+    ),
 }
 
 
