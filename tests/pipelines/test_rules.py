@@ -77,7 +77,7 @@ def consolidate(
         ("I'm allergic to peanuts.", "The user is allergic to peanuts."),
         ("I've been learning Spanish for two years.", "The user has been learning Spanish for two years."),
         ("My dog is called Rex.", "The user's dog is called Rex."),
-        ("I was at the gym yesterday.", "The user was at the gym yesterday."),
+        ("I was at the gym yesterday.", "The user was at the gym on 28 February 2026."),  # said on 1 March
         ("I work at Acme Corp.", "The user works at Acme Corp."),
     ],
     ids=["love", "im", "ive", "my", "was", "works-at-org"],
@@ -92,7 +92,7 @@ def test_first_person_becomes_the_user_in_third_person(content: str, expected: s
     [
         "I really love painting landscapes with watercolors.",
         "We visited my grandmother in Lisbon last summer.",
-        "My favorite band is playing downtown tomorrow.",
+        "My favorite band is playing downtown on Friday.",
     ],
     ids=["adverb", "we-my", "possessive-plan"],
 )
