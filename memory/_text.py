@@ -19,6 +19,7 @@ __all__ = [
     "STOP_WORDS",
     "content_terms",
     "fold",
+    "split_sentences",
     "stem",
     "terms",
     "tokens",
@@ -28,6 +29,9 @@ __all__ = [
 # Lowercase words; an apostrophe suffix stays attached ("user's", "don't") so contractions are one token.
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+_PROTECTED = re.compile(r"\b(Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|vs|e\.g|i\.e|approx)\.", re.IGNORECASE)
+_MARK = "\u2063"  # an invisible separator stands in for a protected full stop while splitting
+_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\s*\n+\s*")
 
 
 def _wordset(text: str) -> frozenset[str]:
@@ -78,6 +82,14 @@ def fold(text: str) -> str:
     """Lowercase, with typographic apostrophes made plain."""
     lowered = text.lower()
     return lowered if lowered.isascii() else lowered.translate(_QUOTES)  # the quotes are not ASCII
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text into stripped sentences, keeping their end punctuation ("Dr. Ho" is not a boundary)."""
+    text = text.replace("\u2019", "'").replace("\u2018", "'")
+    protected = _PROTECTED.sub(lambda m: m.group(0)[:-1] + _MARK, text)
+    parts = (p.replace(_MARK, ".").strip() for p in _BOUNDARY.split(protected))
+    return [" ".join(p.split()) for p in parts if p and p.strip(" .!?,;:-")]
 
 
 def tokens(text: str) -> list[str]:

@@ -11,6 +11,7 @@ from ._digester import WrittenDigest, digest_parts, write_digest
 from ._episodes import encode_session, session_parts
 from ._model import LLMStages, RulesStages, StageModel
 from ._observer import ObservedTurn, observe_turn, turn_parts
+from ._redactor import redact_text
 from ._window import observe_window, windows
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "observe_turn",
     "observe_window",
     "provisional_episode",
+    "redact_text",
     "run_consolidation",
     "session_parts",
     "turn_parts",

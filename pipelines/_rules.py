@@ -8,8 +8,8 @@ Updates ("I moved to Lisbon", "I quit my job", "we broke up", "I turned 35") are
 :mod:`tiermem.pipelines._updates`, which lists the patterns covered and those not covered; each stage
 has a module: :mod:`tiermem.pipelines._rules_observe` (observe and observe_window),
 :mod:`tiermem.pipelines._rules_consolidate` (consolidate, and the edge convention),
-:mod:`tiermem.pipelines._rules_digest` (the digest and compaction); encoding an episode, and the
-combined stage, are here.
+:mod:`tiermem.pipelines._rules_digest` (the digest and compaction); encoding an episode, the
+combined stage and redaction (for ``forget``) are here.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tiermem.memory._redaction import Forgotten
 from tiermem.memory._stage import Stage
 from tiermem.memory._subjects import USER, is_canonical_subject
 from tiermem.prompts import compact as compact_prompt
@@ -29,6 +30,7 @@ from tiermem.prompts import encode_consolidate as combined_prompt
 from tiermem.prompts import encode_episode as encode_prompt
 from tiermem.prompts import observe as observe_prompt
 from tiermem.prompts import observe_window as window_prompt
+from tiermem.prompts import redact as redact_prompt
 
 from ._rules_consolidate import consolidate
 from ._rules_digest import compact, digest
@@ -48,6 +50,7 @@ __all__ = [
     "encode_episode",
     "observe",
     "observe_window",
+    "redact",
 ]
 
 
@@ -122,6 +125,12 @@ def encode_consolidate(inputs: combined_prompt.Input) -> combined_prompt.Output:
     return combined_prompt.Output(operations=out.operations, edges=out.edges, episodes=written)
 
 
+def redact(inputs: redact_prompt.Input) -> redact_prompt.Output:
+    """Extractive: the text without its sentences that carry a forgotten term."""
+    forgotten = Forgotten(texts=tuple(inputs.forgotten), terms=frozenset(inputs.terms))
+    return redact_prompt.Output(text=forgotten.redact(inputs.text))
+
+
 RULES: Mapping[Stage[Any, Any], Callable[[Any], BaseModel]] = {
     observe_prompt.STAGE: observe,
     window_prompt.STAGE: observe_window,
@@ -130,5 +139,6 @@ RULES: Mapping[Stage[Any, Any], Callable[[Any], BaseModel]] = {
     combined_prompt.STAGE: encode_consolidate,
     digest_prompt.STAGE: digest,
     compact_prompt.STAGE: compact,
+    redact_prompt.STAGE: redact,
 }
 """Each stage's rule, keyed on the prompt module's stage object."""

@@ -67,12 +67,45 @@ def _relation_word(subject: str, facts: Sequence[Fact], edges: Sequence[Edge], a
     return ""
 
 
+def _relation_via(
+    subject: str, facts: Sequence[Fact], edges: Sequence[Edge], aliases: Mapping[str, str]
+) -> tuple[str, str] | None:
+    """(relation, other subject) when ``subject`` is related to someone else ("Tom, Moni's brother")."""
+    for fact in facts:
+        for pattern in (APPOSITION, OWNER_REL):
+            for m in pattern.finditer(fact.text):
+                owner = (m["owner"] or "").removesuffix("'s")
+                other = subject_of(owner, aliases) if owner.lower() not in {"the user", "my", "our"} else None
+                if other not in {None, USER, subject} and subject_of(m["name"].split()[0], aliases) == subject:
+                    return f"{m['mod'] or ''}{m['rel']}".lower(), str(other)
+    for edge in edges:
+        if edge.source == subject and edge.target not in {USER, subject} and edge.relation.endswith(" of"):
+            return edge.relation.removesuffix(" of"), edge.target
+    return None
+
+
+def _through(subject: str, via: tuple[str, str], name: str, to_user: Mapping[str, str]) -> str:
+    """``subject`` named through the person it is related to, that person through the user when known:
+    "Tom, the brother of Sam's wife Moni,"."""
+    rel, other = via
+    if to_user.get(other):
+        return f"{display_name(subject)}, the {rel} of {name}'s {to_user[other]} {display_name(other)},"
+    return f"{display_name(subject)}, {display_name(other)}'s {rel},"
+
+
 def _person_lines(
-    subject: str, facts: Sequence[Fact], edges: Sequence[Edge], name: str, aliases: Mapping[str, str]
+    subject: str,
+    facts: Sequence[Fact],
+    edges: Sequence[Edge],
+    name: str,
+    aliases: Mapping[str, str],
+    to_user: Mapping[str, str],
 ) -> list[str]:
-    """Sentences about another subject, each anchored to the primary user or to the subject's name."""
-    display, rel = display_name(subject), _relation_word(subject, facts, edges, aliases)
+    """Sentences about another subject, each anchored to the primary user (directly, or through the person
+    it is related to: ``to_user`` has each subject's relation to the user) or to the subject's name."""
+    display, rel = display_name(subject), to_user.get(subject, "")
     link = next((e.relation for e in edges if e.source == USER and e.target == subject), None)
+    via = None if rel or link else _relation_via(subject, facts, edges, aliases)
     lines: list[str] = []
     for fact in facts:
         bare = strip_apposition(fact.text)
@@ -84,6 +117,10 @@ def _person_lines(
             lines.append(text)
         elif rel and starts:
             lines.append(f"{name}'s {rel} {text}")
+        elif via is not None and starts:
+            lines.append(f"{_through(subject, via, name, to_user)} {text[len(display) :].lstrip()}")
+        elif via is not None:
+            lines.append(f"About {_through(subject, via, name, to_user).rstrip(',')}: {text}")
         elif link is not None:
             lines.append(f"{name} {link} {display}: {text}")
         else:
@@ -127,7 +164,10 @@ def digest(inputs: digest_prompt.Input) -> digest_prompt.Output:
     for fact in facts:
         if fact.subject != USER:
             others.setdefault(fact.subject, []).append(fact)
-    other_lines = [line for s, fs in others.items() for line in _person_lines(s, fs, inputs.edges, name, aliases)]
+    to_user = {s: _relation_word(s, fs, inputs.edges, aliases) for s, fs in others.items()}
+    other_lines = [
+        line for s, fs in others.items() for line in _person_lines(s, fs, inputs.edges, name, aliases, to_user)
+    ]
     lines = user_lines[: 12 - min(4, len(other_lines))] + other_lines
     for edge in inputs.edges:  # relations to people and places the facts did not mention
         other = edge.target if edge.source == USER else edge.source if edge.target == USER else None

@@ -14,6 +14,7 @@ from tiermem.memory._subjects import USER
 from tiermem.prompts import observe as observe_prompt
 from tiermem.prompts import observe_window as window_prompt
 
+from ._relative_time import resolve_relative_time
 from ._sentences import (
     HEALTH,
     MY_REL_START,
@@ -146,7 +147,7 @@ def observe(inputs: observe_prompt.Input) -> observe_prompt.Output:
         speaker = _speaker(message.name, aliases) if message.role == "user" else None
         if speaker is None:
             continue
-        for raw in split_sentences(message.content):
+        for raw in split_sentences(resolve_relative_time(message.content, inputs.now)):  # dated as said
             obs = _observe_sentence(raw, speaker, aliases, known, names)
             if obs is not None and all(o.text != obs.text for o in found):
                 found.append(obs)

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from tiermem.memory._errors import InvalidSubjectError
 from tiermem.memory._subjects import USER, canonical_subject
-from tiermem.memory._text import CHAT_WORDS, STOP_WORDS, tokens
+from tiermem.memory._text import CHAT_WORDS, STOP_WORDS, split_sentences, tokens
 from tiermem.prompts.observe import Kind
 
 __all__ = [
@@ -53,10 +53,6 @@ __all__ = [
 def _wordset(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
-
-_PROTECTED = re.compile(r"\b(Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|vs|e\.g|i\.e|approx)\.", re.IGNORECASE)
-_MARK = "\u2063"  # an invisible separator stands in for a protected full stop while splitting
-_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\s*\n+\s*")
 
 # Stop words plus the words of chat that carry no content ("great", "sounds"): one list, in
 # tiermem.memory._text, shared with recall and the benchmarks.
@@ -182,14 +178,6 @@ _FIRST_PERSON_RULES: list[tuple[re.Pattern[str], str | None]] = [
         (r"\b[Ww]e\b|\bus\b", " and others"),
     ]
 ]
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split text into stripped sentences, keeping their end punctuation ("Dr. Ho" is not a boundary)."""
-    text = text.replace("\u2019", "'").replace("\u2018", "'")
-    protected = _PROTECTED.sub(lambda m: m.group(0)[:-1] + _MARK, text)
-    parts = (p.replace(_MARK, ".").strip() for p in _BOUNDARY.split(protected))
-    return [" ".join(p.split()) for p in parts if p and p.strip(" .!?,;:-")]
 
 
 def content_words(text: str) -> list[str]:

@@ -154,10 +154,12 @@ _HEAD = re.compile(rf"^(?P<who>[Tt]he user|[A-Z][a-z]+(?: [A-Z][a-z]+)?)(?P<othe
 # Where a sentence starts a new clause about its subject: "..., and the user has two dogs".
 _CLAUSES = re.compile(r"(?:\s*[,;]?\s+(?:and|but|while|so)\s+|\s*[,;]\s+)(?=the user\b(?!'s))", re.IGNORECASE)
 _APPOSITION = re.compile(r"^(?P<who>[A-Z][a-z]+(?: [A-Z][a-z]+)?, (?:[Tt]he user's|[A-Z][a-z]+'s) [^,]+,) ")
-_WHEN = re.compile(
+_MONTH = "(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+_WHEN = re.compile(  # the rules' observer has resolved "last week" into a date ("in the week of 23 February 2026")
     r"\b(?:last (?:week|weekend|month|year|summer|spring|fall|autumn|winter)|yesterday|today|this (?:week|month|year)"
     r"|(?:a|one|two|three|four|five|six|\d+|a few|several) (?:days?|weeks?|months?|years?) ago"
-    r"|in (?:January|February|March|April|May|June|July|August|September|October|November|December|\d{4}))\b"
+    rf"|(?:in|on) the (?:week|weekend) of \d{{1,2}} {_MONTH} \d{{4}}|on \d{{1,2}} {_MONTH} \d{{4}}"
+    rf"|in (?:{_MONTH}(?: \d{{4}})?|\d{{4}}))\b"
 )
 # Plural -> the singular a count is kept under; kids and children, dogs and puppies are counted together.
 _IRREGULAR = {"children": "kid", "child": "kid", "kids": "kid", "puppies": "dog", "puppy": "dog", "kittens": "cat"}

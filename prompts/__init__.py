@@ -1,7 +1,7 @@
 """Prompts, one module each: ``VERSION``, ``Input``, ``Output``, ``TEXT`` and the typed ``STAGE`` built from them.
 
 ``STAGES`` lists every stage once, in pipeline order (observe, observe a window of past turns, encode,
-consolidate, encode-and-consolidate, digest, compact); ``Stage`` is their type.
+consolidate, encode-and-consolidate, digest, compact, redact); ``Stage`` is their type.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from tiermem.memory._stage import Stage
 
-from . import compact, consolidate, digest, encode_consolidate, encode_episode, observe, observe_window
+from . import compact, consolidate, digest, encode_consolidate, encode_episode, observe, observe_window, redact
 
 __all__ = [
     "STAGES",
@@ -22,6 +22,7 @@ __all__ = [
     "encode_episode",
     "observe",
     "observe_window",
+    "redact",
 ]
 
 STAGES: tuple[Stage[Any, Any], ...] = (
@@ -32,4 +33,5 @@ STAGES: tuple[Stage[Any, Any], ...] = (
     encode_consolidate.STAGE,
     digest.STAGE,
     compact.STAGE,
+    redact.STAGE,
 )

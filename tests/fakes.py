@@ -12,9 +12,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tiermem import MemoryContext
+from tiermem.memory._redaction import Forgotten
 from tiermem.memory._stage import Stage
 from tiermem.memory.testing import FunctionModel, RecordedCall, StageCall
-from tiermem.prompts import compact, consolidate, digest, encode_consolidate, encode_episode, observe, observe_window
+from tiermem.prompts import (
+    compact,
+    consolidate,
+    digest,
+    encode_consolidate,
+    encode_episode,
+    observe,
+    observe_window,
+    redact,
+)
 
 __all__ = [
     "AnyCall",
@@ -66,6 +76,9 @@ def default_reply(call: AnyCall) -> dict[str, Any]:
         return {"text": " ".join(f.text for f in inputs.facts) or "The user has no facts yet."}
     if isinstance(inputs, compact.Input):
         return {"merges": []}
+    if isinstance(inputs, redact.Input):  # the sentences that say none of the forgotten terms
+        forgotten = Forgotten(texts=tuple(inputs.forgotten), terms=frozenset(inputs.terms))
+        return {"text": forgotten.redact(inputs.text)}
     raise AssertionError(f"unknown stage {call.stage!r}")
 
 

@@ -14,10 +14,16 @@ __all__ = ["COMMANDS", "erase", "forget", "pin", "unpin"]
 
 @click.command()
 @for_user(by_id=True)
-@click.option("--include-turns", is_flag=True, help="also delete the captured turns it came from")
-@click.option("--model", default="rules", show_default=True, help="the model that rewrites the digest")
+@click.option(
+    "--include-turns", is_flag=True, help="also delete the captured turns it came from (else they stay searchable)"
+)
+@click.option(
+    "--model", default="rules", show_default=True, help="the model that rewrites the digest and episode summaries"
+)
 def forget(who: MemoryContext, id: str, include_turns: bool, model: str) -> None:
-    """Delete one memory and what was derived only from it; the digest is rewritten."""
+    """Delete one memory and what was derived only from it; every text derived from it (episode summaries,
+    observations, the digest) is rewritten without it. The captured turns, what the user said, stay
+    unless --include-turns."""
     report = awaited(open_system(model=model).forget(who, id, include_turns=include_turns))
     emit(report, forget_text(report))
 

@@ -166,6 +166,7 @@ def forget_text(report: ForgetReport) -> str:
         "derived record(s)": report.derived_removed, "turn(s)": report.turns_removed,
     }  # fmt: skip
     text = "forgot " + ", ".join(f"{len(ids)} {what}" for what, ids in parts.items() if ids)
+    text += f"; rewrote {len(report.texts_rewritten)} record(s) without it" if report.texts_rewritten else ""
     return text + ("; the digest was rewritten" if report.digest_rewritten else "")
 
 

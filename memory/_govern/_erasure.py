@@ -3,9 +3,10 @@
 ``forget`` deletes a memory with its older versions and what was derived only from it: edges it
 alone supported (an edge shares provenance with the facts it was extracted with and names both its
 endpoints there), observations and episodes left without any source, and the digest written from it,
-which is then rewritten through the system's digest stage. Other records drop the removed ids from
-their provenance and metadata, so nothing points at them. The captured turns stay unless
-``include_turns``.
+which is then rewritten through the system's digest stage. Every other text derived from it is
+rewritten without it (:mod:`._derived_text`). Other records drop the removed ids from their
+provenance and metadata, so nothing points at them. The captured turns stay unless
+``include_turns``: they are what the user said, verbatim, which the user did not ask to remove.
 
 ``erase_user`` deletes every row of the user in every table, then has the store rewrite each table
 and delete its old versions and files (``Store.purge``): LanceDB keeps deleted rows in old
@@ -22,6 +23,7 @@ from .._blocking import run_blocking
 from .._records import Alias, Edge, Fact, MemoryContext
 from .._store import MEMORY_TABLES, USER_TABLES, TableName, TierTable, Where
 from .._tiers import checked_context, scope
+from ._derived_text import DerivedText, TextRewriter
 from ._governance import Governance, Record
 
 __all__ = ["DigestWriter", "EraseReport", "Erasure", "ForgetReport"]
@@ -43,6 +45,9 @@ class ForgetReport(_Frozen):
     turns_removed: tuple[str, ...] = Field(default=(), description="Captured turns removed (include_turns).")
     records_cleaned: int = Field(default=0, description="Other records whose provenance or metadata dropped the ids.")
     digest_rewritten: bool = Field(default=False, description="The digest drew on it and was written anew.")
+    texts_rewritten: tuple[str, ...] = Field(
+        default=(), description="Records kept, their text rewritten without it (summaries, observations, keys)."
+    )
 
 
 class EraseReport(_Frozen):
@@ -74,10 +79,17 @@ def _mentions(fact: Fact, entity: str) -> bool:
 class Erasure:
     """Forget and erase over a :class:`Governance` (its store and lookups)."""
 
-    def __init__(self, governance: Governance, *, rewrite_digest: DigestWriter | None = None) -> None:
+    def __init__(
+        self,
+        governance: Governance,
+        *,
+        rewrite_digest: DigestWriter | None = None,
+        rewrite_text: TextRewriter | None = None,
+    ) -> None:
         self.governance = governance
         self.store = governance.store
         self.rewrite_digest = rewrite_digest
+        self.derived = DerivedText(governance, rewrite=rewrite_text)
 
     def _plan_forget(self, ctx: MemoryContext, rid: str, include_turns: bool) -> tuple[dict[TableName, set[str]], bool]:
         """Ids to delete per table, and whether the digest must be rewritten."""
@@ -121,12 +133,17 @@ class Erasure:
     async def forget(self, ctx: MemoryContext, id: str, *, include_turns: bool = False) -> ForgetReport:
         """Delete one memory (with its older versions), or a display name, and what was derived only from it.
 
-        Edges it alone supported go; other records drop its id from their provenance; a digest
-        written from it is deleted and rewritten; its turns stay unless ``include_turns``.
+        Edges it alone supported go; other records drop its id from their provenance; every text
+        derived from it (episode summaries, observations, retrieval keys, the digest) is rewritten
+        without it, keeping its id. Its turns, what the user said, stay (and stay searchable) unless
+        ``include_turns``; then the next turn's copy of it (its context) goes too.
         """
         rid = id
         ctx = checked_context(ctx)
         gone, rewrite = await run_blocking(self._plan_forget, ctx, rid, include_turns)
+        forgotten = await run_blocking(self.derived.forgotten, ctx, gone)
+        texts, carried = await self.derived.rewrite_all(ctx, gone, forgotten)  # before deleting: a rerun finds it
+        rewrite = rewrite or carried
         cleaned = await run_blocking(self._apply_forget, ctx, gone)
         rewritten = False
         if rewrite and self.rewrite_digest is not None:
@@ -139,6 +156,7 @@ class Erasure:
             turns_removed=tuple(sorted(gone["turns"] - target)),
             records_cleaned=cleaned,
             digest_rewritten=rewritten,
+            texts_rewritten=tuple(sorted(texts - set().union(*gone.values()))),
         )
 
     def _apply_forget(self, ctx: MemoryContext, gone: dict[TableName, set[str]]) -> int:

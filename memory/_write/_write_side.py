@@ -13,11 +13,12 @@ a per-user lease kept in the store, and every write is an idempotent upsert.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-from tiermem.pipelines import StageModel
+from tiermem.pipelines import StageModel, redact_text
 
 from .._blocking import Blocking, run_blocking
 from .._clock import Clock
@@ -99,7 +100,9 @@ class MemorySystem:
         )  # fmt: skip
         self._background = BackgroundObserver(self._observe_queued)
         self._scheduler: Any = None
-        self.erasure = Erasure(capability.governance, rewrite_digest=self.digest)  # forget rewrites the digest
+        self.erasure = Erasure(  # forget rewrites the digest and the episode summaries through the stage model
+            capability.governance, rewrite_digest=self.digest, rewrite_text=functools.partial(redact_text, stages)
+        )
         self._pending_retries = PendingRetries(
             tiers=self.tiers, stages=stages, clock=capability.clock, capture=self._capture, sessions=self._sessions,
             consolidation=self._consolidation, end_session=self.end_session,
@@ -386,7 +389,8 @@ class MemorySystem:
         return await self.capability.governance.unpin(ctx, id)
 
     async def forget(self, ctx: MemoryContext, id: str, *, include_turns: bool = False) -> ForgetReport:
-        """Delete one memory (with its older versions) and what was derived only from it; rewrite the digest."""
+        """Delete one memory (with its older versions) and what was derived only from it; rewrite every text derived
+        from it (episode summaries through the stage model, the digest). Its turns stay unless ``include_turns``."""
         return await self.erasure.forget(ctx, id, include_turns=include_turns)
 
     async def erase_user(self, ctx: MemoryContext) -> EraseReport:

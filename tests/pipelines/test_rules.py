@@ -77,7 +77,7 @@ def consolidate(
         ("I'm allergic to peanuts.", "The user is allergic to peanuts."),
         ("I've been learning Spanish for two years.", "The user has been learning Spanish for two years."),
         ("My dog is called Rex.", "The user's dog is called Rex."),
-        ("I was at the gym yesterday.", "The user was at the gym yesterday."),
+        ("I was at the gym yesterday.", "The user was at the gym on 28 February 2026."),  # said on 1 March
         ("I work at Acme Corp.", "The user works at Acme Corp."),
     ],
     ids=["love", "im", "ive", "my", "was", "works-at-org"],
@@ -92,7 +92,7 @@ def test_first_person_becomes_the_user_in_third_person(content: str, expected: s
     [
         "I really love painting landscapes with watercolors.",
         "We visited my grandmother in Lisbon last summer.",
-        "My favorite band is playing downtown tomorrow.",
+        "My favorite band is playing downtown on Friday.",
     ],
     ids=["adverb", "we-my", "possessive-plan"],
 )
@@ -362,6 +362,32 @@ def test_digest_narrates_the_user_and_others_in_relation(user_names: list[str], 
     assert f"{name}'s wife Moni is allergic to shellfish." in text
     assert f"{name} knows Anna: Anna loves orchids." in text
     assert f"{name} is allergic" not in text
+
+
+@pytest.mark.parametrize(
+    ("facts", "edges", "expected"),
+    [
+        ([("moni", "Moni, the user's wife, is a chef."), ("tom", "Tom, Moni's brother, plays the cello.")],
+         [], "Tom, the brother of Caroline's wife Moni, plays the cello."),
+        ([("ana", "Ana, my sister, is a nurse."), ("lena", "Lena, Ana's daughter, studies law.")],
+         [], "Lena, the daughter of Caroline's sister Ana, studies law."),
+        ([("moni", "Moni is a chef."), ("tom", "Tom plays the cello.")],
+         [("user", "married to", "moni"), ("tom", "brother of", "moni")],
+         "Tom, the brother of Caroline's spouse Moni, plays the cello."),
+        ([("lena", "Lena, Ana's daughter, studies law.")], [], "Lena, Ana's daughter, studies law."),
+    ],
+    ids=["apposition", "relation-of-a-relation", "edges", "other-not-related-to-the-user"],
+)  # fmt: skip
+def test_digest_narrates_a_relation_through_the_user(
+    facts: list[tuple[str, str]], edges: list[tuple[str, str, str]], expected: str
+) -> None:
+    given = [fact(f"f-{i}", subject, text) for i, (subject, text) in enumerate(facts)]
+    inputs = digest_prompt.Input(facts=given, edges=[edge(*e) for e in edges], user_names=["Caroline"])
+
+    text = rules.digest(inputs).text
+
+    assert expected in text
+    assert "knows" not in text
 
 
 def test_digest_uses_edges_for_the_relation_and_for_unmentioned_links() -> None:

@@ -23,6 +23,7 @@ from tiermem.prompts import (
     encode_episode,
     observe,
     observe_window,
+    redact,
 )
 
 # litellm builds a pydantic adapter for a TypedDict with ReadOnly items on its first completion.
@@ -70,6 +71,12 @@ INPUTS: dict[str, tuple[Stage[Any, Any], BaseModel]] = {
     ),
     "digest": (digest.STAGE, digest.Input(facts=[FACT], edges=[EDGE])),
     "compact": (compact.STAGE, compact.Input(subject="moni", facts=[FACT, OTHER])),
+    "redact": (
+        redact.STAGE,
+        redact.Input(
+            text=FACT.text + " Tom plays the cello.", forgotten=["Tom plays the cello."], terms=["tom", "play", "cello"]
+        ),
+    ),
 }
 
 

@@ -13,7 +13,16 @@ from pydantic import BaseModel, ValidationError
 import tiermem.prompts as prompts
 from tiermem import Edge, Episode, Fact, Message, RelationsOptions, Turn, WorkingEntry
 from tiermem.memory._stage import Stage
-from tiermem.prompts import compact, consolidate, digest, encode_consolidate, encode_episode, observe, observe_window
+from tiermem.prompts import (
+    compact,
+    consolidate,
+    digest,
+    encode_consolidate,
+    encode_episode,
+    observe,
+    observe_window,
+    redact,
+)
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 LATER = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
@@ -44,7 +53,7 @@ def _text(messages: list[dict[str, str]]) -> str:
     return "\n".join(m["content"] for m in messages)
 
 
-MODULES = [observe, observe_window, encode_episode, consolidate, encode_consolidate, digest, compact]
+MODULES = [observe, observe_window, encode_episode, consolidate, encode_consolidate, digest, compact, redact]
 
 
 def test_every_prompt_module_has_one_stage() -> None:
@@ -58,6 +67,7 @@ def test_every_prompt_module_has_one_stage() -> None:
         "encode-consolidate-v1",
         "digest-v3",
         "compact-v1",
+        "redact-v1",
     }
     assert len({s.name for s in prompts.STAGES}) == len(prompts.STAGES)
 
@@ -423,3 +433,35 @@ def _check(output: type[BaseModel], sample: dict[str, Any], valid: bool) -> None
     else:
         with pytest.raises(ValidationError):
             output.model_validate(sample)
+
+
+# -- redact -------------------------------------------------------------------------------------
+
+REDACT = redact.Input(
+    text="Tom plays the cello in a quartet. The user bakes sourdough.",
+    forgotten=["Tom, Moni's brother, plays the cello in a string quartet."],
+    terms=["cello", "quartet", "tom"],
+)
+
+
+def test_redact_render() -> None:
+    system, user = redact.STAGE.render(REDACT)
+
+    assert "use any of these words or their forms: cello, quartet, tom." in system["content"]
+    assert "Forgotten memories:\n- Tom, Moni's brother, plays the cello in a string quartet." in user["content"]
+    assert user["content"].endswith("Text:\nTom plays the cello in a quartet. The user bakes sourdough.")
+
+
+@pytest.mark.parametrize(
+    ("sample", "valid"),
+    [
+        ({"text": "The user bakes sourdough."}, True),
+        ({"text": ""}, True),
+        ({"text": "The user bakes sourdough. Her brother plays the Cellos."}, False),
+        ({"text": "The user bakes sourdough; Tom's band plays on."}, False),
+    ],
+    ids=["redacted", "nothing-left", "a-forgotten-word-inflected", "a-forgotten-name"],
+)
+def test_redact_output_refuses_a_forgotten_term(sample: dict[str, Any], valid: bool) -> None:
+    _check(redact.STAGE.output_for(REDACT), sample, valid)
+    _check(redact.Output, sample, True)  # the base schema knows no terms: the call's narrowed one does
