@@ -142,7 +142,9 @@ class Purges:
     def _renew(self, holder: str, token: str) -> None:
         now = _now()
         if not self._leases.claim(FENCE, holder=holder, token=token, expires_at=now + self._ttl, now=now, renew=True):
-            raise StoreConflictError("the purge fence expired mid-purge (another process took it); the purge stays pending")
+            raise StoreConflictError(
+                "the purge fence expired mid-purge (another process took it); the purge stays pending"
+            )
 
     def _cleanup(self, name: TableName) -> None:
         """Every version but the latest and every unreferenced file: safe only behind the fence."""

@@ -317,7 +317,7 @@ class Store(TypedReads):
             raise StoreConflictError("another process is purging this store; purge again once it is done")
 
     def request_purge(self) -> None:
-        """Record that rows about to be deleted must leave the disk: :meth:`purge_pending` does it, even after a crash."""
+        """Record that rows about to be deleted must leave the disk (:meth:`purge_pending`, even after a crash)."""
         self._purges.request()
 
     def purge_pending(self) -> bool:

@@ -32,16 +32,24 @@ WORKER = textwrap.dedent(
     from pathlib import Path
     from tiermem import MemoryContext, system
 
-    store, options, role, me, go = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4]), Path(sys.argv[5])
+    store, options, role = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+    me, go = int(sys.argv[4]), Path(sys.argv[5])
     mem = system(model="rules", store=store, storage_options=options, embedder="hashing")
     victim = MemoryContext(user_id="u-erase-7f3k", session_id="s-1")
 
     async def main():
-        out = {"failures": [], "captured": 0, "report": None}
+        out = {"failures": [], "captured": 0, "report": None, "seconds": 0.0}
         await mem.stats(victim)  # opened: the store and its tables
         (go.parent / f"ready-{me}").touch()
         while not go.exists():
             time.sleep(0.005)
+        start = time.monotonic()
+        try:
+            return await work(out)
+        finally:
+            out["seconds"] = round(time.monotonic() - start, 1)
+
+    async def work(out):
         if role == "erase":
             await asyncio.sleep(0.5)  # the writers are mid-stream
             try:
