@@ -121,6 +121,11 @@ class LeaseTable:
         self._maintenance.after_write(LEASES, table)
 
     def lease_row(self, key: str) -> EngineRow | None:
+        rows = self.lease_rows(key)
+        return rows[0] if rows else None
+
+    def lease_rows(self, key: str) -> list[EngineRow]:
+        """Every row of ``key``: one, unless two inserts of it raced past the key (a check that must not miss one)."""
         with engine_errors("read a lease"):
             rows = self.table().search().where(f"id = {sql_literal(key)}").limit(None).to_list()
-        return {k: rows[0][k] for k in LEASE_SCHEMA.names} if rows else None
+        return [{k: r[k] for k in LEASE_SCHEMA.names} for r in rows]

@@ -81,13 +81,16 @@ class Purges:
         """Return once no other purge holds the fence (this process's purging thread passes at once)."""
         if self._purger == threading.get_ident() or time.monotonic() < self._clear_until:
             return
-        while True:
-            row = self._leases.lease_row(FENCE)
-            if row is None or row["expires_at"] <= _now():
-                self._clear_until = time.monotonic() + RECHECK
-                return
-            log.debug("write waits for the purge of %s (%s)", self._tables.uri, row["holder"])
+        while held := self._held_by(None):
+            log.debug("write waits for the purge of %s (%s)", self._tables.uri, held)
             time.sleep(_POLL)
+        self._clear_until = time.monotonic() + RECHECK
+
+    def _held_by(self, token: str | None) -> str | None:
+        """The holder of a live fence whose token is not ``token``, or None."""
+        now = _now()
+        rows = self._leases.lease_rows(FENCE)
+        return next((r["holder"] for r in rows if r["expires_at"] > now and r["token"] != token), None)
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -118,7 +121,10 @@ class Purges:
             token = uuid.uuid4().hex
             holder = f"purge {socket.gethostname()}:{os.getpid()} {token[:8]}"
             now = _now()
-            if not self._leases.claim(FENCE, holder=holder, token=token, expires_at=now + self._ttl, now=now):
+            won = self._leases.claim(FENCE, holder=holder, token=token, expires_at=now + self._ttl, now=now)
+            if not won or self._held_by(token):  # read back: no other live row of the key, however it got there
+                if won:
+                    self._leases.unclaim(FENCE, token=token)
                 log.info("purge of %s left pending: another process is purging", self._tables.uri)
                 return False
             self._purger = threading.get_ident()
