@@ -97,6 +97,9 @@ async def run_janitor(
     hygiene = mem.capability.hygiene
     steps = enabled_steps(hygiene)
     report = JanitorReport(dry_run=dry_run, steps=steps)
+    # An erase's purge that could not run then (another process was purging, or it died): an erase's promise.
+    if not dry_run and not await run_blocking(mem.store.purge_pending):
+        log.info("janitor: the requested purge is still pending: another process is purging")
     if hygiene is None or not steps:  # hygiene off: not even a read that could create a missing table
         log.info("janitor: every step is off for this system")
         return report

@@ -8,9 +8,13 @@ rewritten without it (:mod:`._derived_text`). Other records drop the removed ids
 provenance and metadata, so nothing points at them. The captured turns stay unless
 ``include_turns``: they are what the user said, verbatim, which the user did not ask to remove.
 
-``erase_user`` deletes every row of the user in every table, then has the store rewrite each table
-and delete its old versions and files (``Store.purge``): LanceDB keeps deleted rows in old
-versions, deletion files and index files until then.
+``erase_user`` works in two phases, safe beside writers and readers in other processes: it deletes
+every row of the user in every table (ordinary commits), then has the store purge them from disk
+(``Store.purge_pending``: rewrite each table, delete its old versions and files, behind a fence the
+writers wait on; see :mod:`tiermem.memory._store._purge`). LanceDB keeps deleted rows in old
+versions, deletion files and index files until then. The purge is requested before the deletes, so
+if it cannot run now (another process is purging) or the process dies, the janitor or the next
+erase does it; the report says whether it is done.
 """
 
 from __future__ import annotations
@@ -54,6 +58,9 @@ class EraseReport(_Frozen):
     """What :meth:`Erasure.erase_user` removed, per table."""
 
     rows: dict[str, int] = Field(description="Rows removed per table.")
+    purged: bool = Field(
+        default=True, description="The bytes left the disk; False: the purge is pending (the janitor finishes it)."
+    )
 
 
 def _drop(values: Iterable[str], gone: set[str]) -> tuple[str, ...]:
@@ -187,7 +194,9 @@ class Erasure:
     async def erase_user(self, ctx: MemoryContext) -> EraseReport:
         """Delete every row of the user in every table and purge old versions: the bytes leave the disk.
 
-        Needs the store to itself while it runs: another process on an older table version fails.
+        Safe beside other processes' writes and reads: the purge makes their commits wait for a few
+        seconds (twice the store's ``purge_drain`` and the rewrites). ``purged`` is False when another
+        process was purging: the request stays and the janitor (or the next erase) completes it.
         """
         return await run_blocking(self.erase_user_sync, checked_context(ctx))
 
@@ -195,10 +204,10 @@ class Erasure:
         """The blocking body of :meth:`erase_user`."""
         where = Where(eq=scope(ctx))
         rows: dict[str, int] = {}
+        self.store.request_purge()  # first: a crash after the deletes leaves the purge requested
         for table in USER_TABLES:
             rows[table] = self.store.count(table, where)
             if rows[table]:
                 self.store.delete(table, where)
-        for table in USER_TABLES:  # also the bytes of rows deleted earlier (forget, TTL), still in old versions
-            self.store.purge(table)
-        return EraseReport(rows=rows)
+        # Also the bytes of rows deleted earlier (forget, TTL), still in old versions of every table.
+        return EraseReport(rows=rows, purged=self.store.purge_pending())

@@ -47,7 +47,7 @@ class LeaseTable:
                 except (ValueError, FileNotFoundError):  # lancedb's "table not found"
                     with tables.write_lock:
                         table = tables.retry(
-                            "create the leases table", lambda: tables.create_table(LEASES, LEASE_SCHEMA)
+                            "create the leases table", lambda: tables.create_table(LEASES, LEASE_SCHEMA), gated=False
                         )
             tables.opened[LEASES] = table
             tables.restore_overwritten(LEASES, table)
@@ -71,7 +71,7 @@ class LeaseTable:
                 result = (merge if renew else merge.when_not_matched_insert_all()).execute(row)
                 return int(result.num_inserted_rows) + int(result.num_updated_rows)
 
-        won = self._tables.retry("write a lease", commit) == 1
+        won = self._tables.retry("write a lease", commit, gated=False) == 1
         self._maintenance.after_write(LEASES, table)
         return won
 
@@ -82,7 +82,7 @@ class LeaseTable:
             with self._tables.write_lock, engine_errors("release a lease"):
                 table.delete(f"id = {sql_literal(key)} AND token = {sql_literal(token)}")
 
-        self._tables.retry("release a lease", commit)
+        self._tables.retry("release a lease", commit, gated=False)
         self._maintenance.after_write(LEASES, table)
 
     def claim_many(
@@ -100,7 +100,7 @@ class LeaseTable:
                 result = merge.when_not_matched_insert_all().execute(rows)
                 return int(result.num_inserted_rows) + int(result.num_updated_rows)
 
-        won = self._tables.retry("write leases", commit)
+        won = self._tables.retry("write leases", commit, gated=False)
         self._maintenance.after_write(LEASES, table)
         if won >= len(set(keys)):
             return set(keys)
@@ -117,10 +117,15 @@ class LeaseTable:
             with self._tables.write_lock, engine_errors("release leases"):
                 table.delete(f"id IN ({ids}) AND token = {sql_literal(token)}")
 
-        self._tables.retry("release leases", commit)
+        self._tables.retry("release leases", commit, gated=False)
         self._maintenance.after_write(LEASES, table)
 
     def lease_row(self, key: str) -> EngineRow | None:
+        rows = self.lease_rows(key)
+        return rows[0] if rows else None
+
+    def lease_rows(self, key: str) -> list[EngineRow]:
+        """Every row of ``key``: one, unless two inserts of it raced past the key (a check that must not miss one)."""
         with engine_errors("read a lease"):
             rows = self.table().search().where(f"id = {sql_literal(key)}").limit(None).to_list()
-        return {k: rows[0][k] for k in LEASE_SCHEMA.names} if rows else None
+        return [{k: r[k] for k in LEASE_SCHEMA.names} for r in rows]

@@ -7,7 +7,6 @@ after each commit; the rest runs from jobs and the CLI, most of it needing the s
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -107,20 +106,23 @@ class Maintenance:
         root = Path(uri.removeprefix("file://"))
         return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
-    def purge(self, name: TableName) -> None:
+    def rewrite(self, name: TableName) -> None:
+        """Rewrite ``name`` from its live rows and rebuild its indexes: the latest version holds no deleted row.
+
+        An Overwrite: only behind the purge fence (:mod:`._purge`), where no other commit can land between
+        reading the rows and writing them back. The older versions keep the deleted rows until cleaned up.
+        """
         tables = self._tables
         table = tables.table(name)
 
         def rewrite() -> None:
-            with tables.write_lock, engine_errors(f"purge {name}"), warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=r".*cleanup_older_than=0.*", category=UserWarning)
+            with tables.write_lock, engine_errors(f"purge {name}"):
                 live = table.to_arrow()
                 table.add(live, mode="overwrite")
                 tables.drop_cached(name)
                 tables.indexed.discard(name)
                 if live.num_rows:
                     tables.ensure_indexes(name)
-                table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
 
         tables.retry(f"purge {name}", rewrite)
 

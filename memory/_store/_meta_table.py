@@ -46,7 +46,7 @@ class MetaTable:
             names = tables.table_names()
             stored = self._listed() if "meta" in names else {}
         if check_meta(tables.uri, stored, wanted, tables=names & set(SPECS), create=tables.create):
-            tables.retry("create the meta table", lambda: self._stamp(wanted))
+            tables.retry("create the meta table", lambda: self._stamp(wanted), gated=False)
             with engine_errors("read the meta table"):
                 stored = self._settled()
             check_meta(tables.uri, stored, wanted, tables=(), create=False)  # a racing opener may have made it
@@ -93,7 +93,7 @@ class MetaTable:
                     pa.Table.from_pylist([{"key": k, "value": v} for k, v in values.items()], schema=_META_SCHEMA)
                 )
 
-        self._tables.retry("update the meta table", commit)
+        self._tables.retry("update the meta table", commit, gated=False)
 
 
 def stored_meta(uri: str, *, storage_options: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 from lancedb.table import Table as EngineTable
 
-from .._errors import ConfigurationError, StoreNotFoundError
+from .._errors import ConfigurationError, StoreConflictError, StoreNotFoundError
 from .._filters import MAX_FILTER_VALUE, Where, sql_literal
 from .._index import CachedSearches, EngineRow, Hit, TableName, VectorCache
 from .._records import StoredRecord
@@ -36,10 +36,12 @@ from ._lease_table import LeaseTable
 from ._maintenance import Maintenance
 from ._meta import REEMBEDDING, SCHEMA_VERSION
 from ._meta_table import MetaTable, stored_meta
+from ._purge import Purges
 from ._reads import Reads
 from ._search import Searches
 from ._tables import Tables, local_uri
 from ._typed_reads import TypedReads
+from ._user_tables import USER_TABLES
 from ._versions import Versions
 from ._writes import Writes
 
@@ -67,7 +69,8 @@ class Store(TypedReads):
     ``read_consistency`` (default 0: every read checks for a newer version). A write that loses a
     commit race to another process is retried per ``commit_retry`` before StoreConflictError.
     With ``create=False`` nothing is created: a store without its meta table is StoreNotFoundError
-    and a tier table it lacks reads as empty (for read-only use).
+    and a tier table it lacks reads as empty (for read-only use). ``purge_drain``: how long a purge
+    waits for other processes' commits and reads in flight (see :mod:`._purge`); longer than any one.
     """
 
     def __init__(
@@ -83,6 +86,7 @@ class Store(TypedReads):
         vector_cache_bytes: int = 256 * 2**20,
         create: bool = True,
         commit_retry: CommitRetry = _COMMIT_RETRY,
+        purge_drain: timedelta = timedelta(seconds=5),
     ) -> None:
         if not isinstance(uri, str) or not uri.strip():
             raise ConfigurationError("the store path is empty: give a folder, an s3://... or a db://... URI")
@@ -108,6 +112,8 @@ class Store(TypedReads):
         self._reads = Reads(tables, self._versions)
         self._search = Searches(tables, self._versions, self._reads)
         self._lease_table = LeaseTable(tables, self._maintenance)
+        self._purges = Purges(tables, self._meta, self._lease_table, self._maintenance, drain=purge_drain)
+        tables.gate = self._purges.gate
         self._meta.check()
 
     # -- settings (read-only: the parts hold them) ------------------------------------------
@@ -298,15 +304,28 @@ class Store(TypedReads):
         """Bytes of every file under the store folder; None when the store is not a local folder."""
         return self._maintenance.disk_bytes()
 
-    def purge(self, name: TableName) -> None:
-        """Make deleted rows unrecoverable: rewrite the table from its live rows, rebuild its indexes and
-        delete every older version and unreferenced file (data, deletion files, indexes, transactions).
+    def purge(self, *names: TableName) -> None:
+        """Make deleted rows of ``names`` unrecoverable now, safely beside other processes (see :mod:`._purge`).
 
-        ``optimize`` alone is not enough: compaction keeps a fragment whose deleted share is small (and
-        skips empty tables), index files keep the old tokens, and old versions keep everything. Needs the
-        store to itself: a reader or writer in another process still on an older version fails.
+        Rewrites each table from its live rows, rebuilds its indexes and deletes every older version and
+        unreferenced file (data, deletion files, indexes, transactions) behind a fence every writer waits
+        on; ``optimize`` alone is not enough (compaction keeps a fragment whose deleted share is small,
+        index files keep the old tokens, old versions keep everything). Takes twice ``purge_drain`` at
+        least; StoreConflictError if another process is purging.
         """
-        self._maintenance.purge(name)
+        if not self._purges.run(names):
+            raise StoreConflictError("another process is purging this store; purge again once it is done")
+
+    def request_purge(self) -> None:
+        """Record that rows about to be deleted must leave the disk (:meth:`purge_pending`, even after a crash)."""
+        self._purges.request()
+
+    def purge_pending(self) -> bool:
+        """Purge every user table if a purge was requested; True when none is pending any more.
+
+        False when another process holds the purge fence: the request stays, for the next call (the janitor's).
+        """
+        return self._purges.run_pending(USER_TABLES)
 
     # -- leases (see _leases.py) ------------------------------------------------------------
 

@@ -79,6 +79,7 @@ class Tables:
         self.indexed: set[str] = set()
         self.keyed: set[str] = set()
         self.write_lock = threading.RLock()
+        self.gate: Callable[[], None] = _open  # waits while a purge holds its fence (set by the store: _purge)
 
     def schema(self, name: str) -> pa.Schema:
         fields = [
@@ -98,8 +99,20 @@ class Tables:
             fields.append(pa.field("vector", pa.list_(pa.float32(), self.dimensions)))
         return pa.schema(fields)
 
-    def retry(self, action: str, write: Callable[[], T]) -> T:
-        return retry_conflicts(write, action=action, policy=self.commit_retry)
+    def retry(self, action: str, write: Callable[[], T], *, gated: bool = True) -> T:
+        """``write()``, retried on lost commit races; each attempt first passes the purge fence unless not ``gated``.
+
+        Ungated: the leases and meta tables (no purge touches them; the fence itself is a lease) and
+        callers that passed the gate before taking the write lock (a fence must not wait under it).
+        """
+        if not gated:
+            return retry_conflicts(write, action=action, policy=self.commit_retry)
+
+        def attempt() -> T:
+            self.gate()
+            return write()
+
+        return retry_conflicts(attempt, action=action, policy=self.commit_retry)
 
     def table_names(self) -> set[str]:
         names: set[str] = set()
@@ -129,8 +142,10 @@ class Tables:
             except (ValueError, FileNotFoundError):  # lancedb's "table not found"
                 if not self.create:  # read-only: an empty stand-in, looked for again on the next call
                     return lancedb.connect("memory://").create_table(name, schema=self.schema(name))
+                self.gate()  # not under the write lock, which a purging thread of this process needs
                 with self.write_lock:  # threads of this process creating it at once would conflict
-                    table = self.retry(f"create table {name}", lambda: self.create_table(name, self.schema(name)))
+                    create = lambda: self.create_table(name, self.schema(name))  # noqa: E731
+                    table = self.retry(f"create table {name}", create, gated=False)
             schema = table.schema
         if set(schema.names) != set(self.schema(name).names):
             raise StoreMismatchError(
@@ -189,7 +204,7 @@ class Tables:
                 self.indexed.discard(name)
                 return name in SPECS and pinned.count_rows() > 0
 
-        if self.retry(f"restore table {name}", repair):
+        if self.retry(f"restore table {name}", repair, gated=name in SPECS):
             self.index_committed(name)
 
     def _unrefreshed(self) -> DBConnection:
@@ -268,6 +283,10 @@ class Tables:
             self.ensure_indexes(name)
         except (StoreUnavailableError, StoreConflictError) as exc:
             log.warning("store %s: indexing %s left for later: %s", self.uri, name, exc)
+
+
+def _open() -> None:
+    """The gate of a store without a purge fence: always open."""
 
 
 def local_uri(uri: str) -> str:

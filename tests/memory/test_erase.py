@@ -8,11 +8,17 @@ could not make the zero-hits check pass vacuously.
 
 from __future__ import annotations
 
+import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from tiermem import MemoryContext, MemorySystem, system
+from tiermem import Fact, MemoryContext, MemorySystem, Store, system
+from tiermem.jobs import run_janitor
+from tiermem.memory._store._leases import Leases
+from tiermem.memory._store._purge import FENCE, PENDING
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")
@@ -36,6 +42,11 @@ def scan(root: Path) -> list[str]:
     return hits
 
 
+def opened(root: Path, embedder: HashingEmbedder) -> Store:
+    """The store of one process: no other's commit or read to wait for, so the purge waits for none."""
+    return Store(str(root), embedder_id=embedder.id, dimensions=embedder.dimensions, purge_drain=timedelta(0))
+
+
 async def populate(mem: MemorySystem, ctx: MemoryContext, name: str) -> None:
     await mem.add_alias(ctx, f"{name}son")
     await mem.capture(ctx, [{"role": "user", "content": f"My wife {name} is allergic to shellfish."}])
@@ -51,7 +62,8 @@ async def test_erase_leaves_zero_bytes_of_the_secret_on_disk(
     tmp_path: Path, clock: FrozenClock, embedder: HashingEmbedder, bystander: bool
 ) -> None:
     root = tmp_path / "store"
-    mem = system(model="rules", store=str(root), embedder=embedder, clock=clock, semantic={"relations": True})
+    store = opened(root, embedder)
+    mem = system(model="rules", store=store, embedder=embedder, clock=clock, semantic={"relations": True})
     if bystander:
         await populate(mem, BYSTANDER, "Moni")
     await populate(mem, VICTIM, SECRET)
@@ -64,7 +76,7 @@ async def test_erase_leaves_zero_bytes_of_the_secret_on_disk(
 
     report = await mem.erase_user(VICTIM)
 
-    assert scan(root) == []
+    assert report.purged and scan(root) == []
     assert set(report.rows) == {"working", "episodes", "facts", "digests", "edges", "turns", "aliases"}
     assert all(report.rows.values())
     after = await mem.stats(VICTIM)
@@ -82,7 +94,9 @@ async def test_the_store_keeps_working_after_an_erase(
     tmp_path: Path, clock: FrozenClock, embedder: HashingEmbedder
 ) -> None:
     root = tmp_path / "store"
-    mem = system(model="rules", store=str(root), embedder=embedder, clock=clock, semantic={"relations": True})
+    mem = system(
+        model="rules", store=opened(root, embedder), embedder=embedder, clock=clock, semantic={"relations": True}
+    )
     await populate(mem, VICTIM, SECRET)
     await mem.erase_user(VICTIM)
 
@@ -94,3 +108,47 @@ async def test_the_store_keeps_working_after_an_erase(
     assert stats.counts["turns"] == {"observed": 2}
     reopened = system(model="rules", store=str(root), embedder=embedder, clock=clock)
     assert (await reopened.stats(VICTIM)).counts == stats.counts
+
+
+async def test_an_erase_while_another_process_purges_is_pending_until_the_janitor_purges(
+    tmp_path: Path, clock: FrozenClock, embedder: HashingEmbedder
+) -> None:
+    root = tmp_path / "store"
+    store = opened(root, embedder)
+    mem = system(model="rules", store=store, embedder=embedder, clock=clock, semantic={"relations": True})
+    await populate(mem, VICTIM, SECRET)
+    other = Leases(store).acquire(FENCE, holder="another process purging", ttl=timedelta(minutes=5))
+    assert other is not None
+
+    report = await mem.erase_user(VICTIM)
+
+    assert not report.purged and all(report.rows.values())  # the rows are gone, their bytes not yet
+    assert all(not counts for counts in (await mem.stats(VICTIM)).counts.values())
+    assert scan(root) and store.meta()[PENDING]
+    Leases(store).release(other)
+    await run_janitor(mem)
+    assert scan(root) == [] and not store.meta()[PENDING]
+
+
+def test_a_write_waits_while_another_process_holds_the_purge_fence(tmp_path: Path, embedder: HashingEmbedder) -> None:
+    store = opened(tmp_path / "store", embedder)
+    fence = Leases(store).acquire(FENCE, holder="another process purging", ttl=timedelta(minutes=5))
+    assert fence is not None
+    now = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    fact = Fact(
+        id="f-1", namespace="default", user_id="u-1", subject="user", text="I like tea.",
+        created_at=now, updated_at=now, reinforced_at=now,
+    )  # fmt: skip
+    landed = threading.Event()
+
+    def write() -> None:
+        store.upsert("facts", [fact], np.ones((1, embedder.dimensions), dtype=np.float32))
+        landed.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert not landed.wait(1.5)  # held: the write cannot have committed, however long it waits
+    assert store.count("facts") == 0
+    Leases(store).release(fence)
+    writer.join(timeout=60)
+    assert landed.is_set() and store.count("facts") == 1
