@@ -7,7 +7,8 @@ which is then rewritten through the system's digest stage. Other records drop th
 their provenance and metadata, so nothing points at them. The captured turns stay unless
 ``include_turns``.
 
-``erase_user`` deletes every row of the user in every table, then has the store rewrite each table
+``erase_user`` marks the user erased (work already running never writes them back: ``Store.fenced``),
+deletes every row of the user in every table, then has the store rewrite each table
 and delete its old versions and files (``Store.purge``): LanceDB keeps deleted rows in old
 versions, deletion files and index files until then.
 """
@@ -175,6 +176,7 @@ class Erasure:
 
     def erase_user_sync(self, ctx: MemoryContext) -> EraseReport:
         """The blocking body of :meth:`erase_user`."""
+        self.store.mark_erased(ctx)  # first: work begun before it writes nothing of the user from now on
         where = Where(eq=scope(ctx))
         rows: dict[str, int] = {}
         for table in USER_TABLES:

@@ -7,7 +7,9 @@ only a crafted id gets there; the batch's rows of its own scope have landed by t
 
 Each commit is retried when it loses a race (:mod:`._commits`), writes the cached vectors through
 (:mod:`.._index._vectors`) when nothing else committed in between, and counts towards compaction
-(:meth:`~._maintenance.Maintenance.after_write`).
+(:meth:`~._maintenance.Maintenance.after_write`). Inside an erasure fence (:mod:`._fences`), a write of a user
+erased since the fence began raises UserErasedError, before its commit or, racing the erasure, after it
+(its rows then deleted again).
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ import numpy as np
 import pyarrow as pa
 from lancedb.table import Table as EngineTable
 
-from .._errors import InvalidArgumentError, StoreMismatchError
+from .._errors import InvalidArgumentError, StoreMismatchError, UserErasedError
 from .._filters import Where, sql_literal
 from .._index import SPECS, TableName, per_user, row, unique
 from .._records import StoredRecord
 from ._engine_errors import engine_errors
+from ._fences import ErasureMarks
 from ._maintenance import Maintenance
 from ._tables import Tables
 
@@ -36,9 +39,10 @@ _SAME_SCOPE = "target.namespace = source.namespace AND target.user_id = source.u
 class Writes:
     """Writes to one store's tier tables."""
 
-    def __init__(self, tables: Tables, maintenance: Maintenance) -> None:
+    def __init__(self, tables: Tables, maintenance: Maintenance, marks: ErasureMarks) -> None:
         self._tables = tables
         self._maintenance = maintenance
+        self._marks = marks
 
     def write(
         self,
@@ -67,6 +71,8 @@ class Writes:
         kept = [records[i] for i in keep]
         rows = [row(record, None if vectors is None else vectors[n]) for n, record in enumerate(kept)]
         data = pa.Table.from_pylist(rows, schema=tables.schema(name))
+        scopes = {(str(r["namespace"]), str(r["user_id"])) for r in rows}
+        self._marks.hold(scopes)  # erased since this work began: nothing written
         table = tables.table(name) if mode == "append" else tables.keyed_table(name)
 
         def commit() -> int:
@@ -93,6 +99,13 @@ class Writes:
                 return written
 
         written = tables.retry(f"write to {name}", commit)
+        try:
+            self._marks.hold(scopes)  # erased while this committed: the erasure's delete may have come first
+        except UserErasedError:
+            for namespace, user in scopes:
+                ids = [str(r["id"]) for r in rows if (r["namespace"], r["user_id"]) == (namespace, user)]
+                self.delete(name, Where(eq={"namespace": namespace, "user_id": user}, isin={"id": ids}))
+            raise
         if mode != "append" and written < len(rows):  # matched: already there, or a row of another scope
             self._refuse_foreign(name, table, rows)
         if mode == "upsert" and written > len(rows):  # the table held an id twice (written before the key)
