@@ -14,7 +14,7 @@ from datetime import datetime
 
 from tiermem.memory._blocking import run_blocking
 from tiermem.memory._decay import effective_confidence, turn_decay
-from tiermem.memory._errors import TiermemError
+from tiermem.memory._errors import TiermemError, UserErasedError
 from tiermem.memory._options import HygieneOptions
 from tiermem.memory._records import Fact, MemoryContext
 from tiermem.pipelines import compact_subject
@@ -119,7 +119,11 @@ async def run_janitor(
                 )  # fmt: skip
                 report.stopped.append(stop)
                 continue
-        report.add(preview if dry_run and preview is not None else await _user(mem, ctx, now, steps, dry_run=dry_run))
+        try:
+            done = preview if dry_run and preview is not None else await _user(mem, ctx, now, steps, dry_run=dry_run)
+            report.add(done)
+        except UserErasedError:  # erased while this pass ran: nothing of theirs written back
+            log.info("janitor: %s/%s was erased during the pass", ctx.namespace, ctx.user_id)
     if not dry_run and "optimize" in steps:
         await run_blocking(mem.store.optimize, cleanup_older_than=hygiene.cleanup_older_than)
     report.store = await run_blocking(mem.store.stats)
@@ -130,7 +134,14 @@ async def run_janitor(
 async def _user(
     mem: MaintainedSystem, ctx: MemoryContext, now: datetime, steps: list[str], *, dry_run: bool
 ) -> JanitorReport:
-    """One user's pass: what it changed (a dry run: would change)."""
+    """One user's pass: what it changed (a dry run: would change); in an erasure fence (``Store.fenced``)."""
+    async with mem.store.fenced():
+        return await _user_pass(mem, ctx, now, steps, dry_run=dry_run)
+
+
+async def _user_pass(
+    mem: MaintainedSystem, ctx: MemoryContext, now: datetime, steps: list[str], *, dry_run: bool
+) -> JanitorReport:
     report = JanitorReport(dry_run=dry_run, steps=steps)
     archived = await _facts(mem, ctx, now, report, dry_run) if "archive" in steps else set()
     if "decay" in steps:

@@ -13,6 +13,7 @@ Everything tiermem raises on purpose derives from :class:`TiermemError`::
     │   ├── StoreNotFoundError          a table, dataset or file of the store is missing
     │   ├── StoreConflictError          other writers kept winning the commit race, retries included
     │   └── StoreUnavailableError       the disk or object store could not be reached, read or written
+    ├── UserErasedError                 the user was erased after this work began: its writes were dropped
     ├── EmbedderError                   a local embedder could not produce vectors
     └── ModelError                      a language-model (or litellm embedding) call failed
         ├── ModelOutputError            the output never validated (carries raw output and attempts)
@@ -66,6 +67,7 @@ __all__ = [
     "StoreNotFoundError",
     "StoreUnavailableError",
     "TiermemError",
+    "UserErasedError",
     "error_kind",
 ]
 
@@ -95,6 +97,15 @@ class MemoryNotFoundError(InvalidArgumentError):
 
 class SyncInEventLoopError(ConfigurationError):
     """The blocking facade was called where an event loop runs (a notebook, an async app): ``await`` the async API."""
+
+
+class UserErasedError(TiermemError):
+    """The user was erased (``erase_user``) after this work began: nothing more of it is written.
+
+    Work already running when a user is erased (a queued observation, a consolidation waiting on the model,
+    in this process or another) ends with this error instead of writing the user back. Work begun after
+    the erasure writes as for a new user.
+    """
 
 
 class StoreError(TiermemError):

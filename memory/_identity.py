@@ -27,6 +27,7 @@ __all__ = [
     "digest_id",
     "edge_id",
     "episode_id",
+    "erasure_key",
     "fact_id",
     "fact_set_fingerprint",
     "lease_key",
@@ -152,3 +153,8 @@ def fact_set_fingerprint(facts: Iterable[_Versioned]) -> str:
 def lease_key(kind: str, scope: Scope, *, session_id: str | None = None) -> str:
     """The lease on one user's (or session's) ``kind`` of work; hashed, so no id lingers in the leases table."""
     return _stable_id(f"lease-{kind}", scope.namespace, scope.user_id, session_id or "")
+
+
+def erasure_key(scope: Scope) -> str:
+    """The mark of a user's erasure (see ``Store.mark_erased``); hashed, so the erased id lingers nowhere."""
+    return _stable_id("erased", scope.namespace, scope.user_id)

@@ -48,6 +48,7 @@ from .memory._errors import (
     StoreUnavailableError,
     SyncInEventLoopError,
     TiermemError,
+    UserErasedError,
 )
 from .memory._govern import (
     EraseReport,
@@ -207,6 +208,7 @@ __all__ = [
     "Toolset",
     "Turn",
     "UsageLedger",
+    "UserErasedError",
     "WorkingEntry",
     "WorkingOptions",
     "approx_tokens",

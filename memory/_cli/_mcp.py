@@ -7,8 +7,8 @@ does not list is refused, never ignored) and the same error envelopes as the in-
 
 Authority: the user, the namespace and the options come from the server's configuration only
 (command-line arguments, ``TIERMEM_*`` environment variables, or on HTTP a request header the
-operator's proxy sets, ``--user-header``). No tool or resource takes a user or a namespace, so a
-client can neither read nor write another user's memory.
+operator's proxy sets, ``--user-header``: exactly one value, or the request is refused). No tool or
+resource takes a user or a namespace, so a client can neither read nor write another user's memory.
 
 Tools: the tool table's (:data:`~tiermem.memory._tools.TOOLS`) under their MCP names: ``recall``;
 ``connect`` when relations are on; ``remember`` and ``forget`` (by the id ``recall`` returns) with
@@ -117,9 +117,16 @@ class _Memory:
             return MemoryContext(namespace=self.config.namespace, user_id=self.config.user_id)
         http = getattr(request, "request", None) if request is not None else None
         headers = getattr(http, "headers", None)
-        value = headers.get(header) if headers is not None else None
-        if not value:
+        # Every value the request carries: a proxy that appends its header behind the client's makes two,
+        # or one comma-joined (RFC 9110 folds repeated fields so); taking either one would trust the client.
+        values: list[str] = list(headers.getlist(header)) if headers is not None else []
+        if not values:
             raise MCPError(types.INVALID_REQUEST, f"this server needs the {header} header to know the user")
+        if len(values) > 1 or "," in values[0]:
+            raise MCPError(types.INVALID_REQUEST, f"the {header} header must name exactly one user, once")
+        value = values[0]
+        if not value.strip():
+            raise MCPError(types.INVALID_REQUEST, f"the {header} header is empty")
         try:
             return MemoryContext(namespace=self.config.namespace, user_id=value)
         except ValidationError:

@@ -8,7 +8,8 @@ rewritten without it (:mod:`._derived_text`). Other records drop the removed ids
 provenance and metadata, so nothing points at them. The captured turns stay unless
 ``include_turns``: they are what the user said, verbatim, which the user did not ask to remove.
 
-``erase_user`` works in two phases, safe beside writers and readers in other processes: it deletes
+``erase_user`` works in two phases, safe beside writers and readers in other processes. It marks
+the user erased first (work already running never writes them back: ``Store.fenced``), deletes
 every row of the user in every table (ordinary commits), then has the store purge them from disk
 (``Store.purge_pending``: rewrite each table, delete its old versions and files, behind a fence the
 writers wait on; see :mod:`tiermem.memory._store._purge`). LanceDB keeps deleted rows in old
@@ -202,6 +203,7 @@ class Erasure:
 
     def erase_user_sync(self, ctx: MemoryContext) -> EraseReport:
         """The blocking body of :meth:`erase_user`."""
+        self.store.mark_erased(ctx)  # first: work begun before it writes nothing of the user from now on
         where = Where(eq=scope(ctx))
         rows: dict[str, int] = {}
         self.store.request_purge()  # first: a crash after the deletes leaves the purge requested

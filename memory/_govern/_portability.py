@@ -5,10 +5,12 @@ the source scope), then one line per record, ``{"kind": ..., "record": {...}}``:
 working entries, episodes, facts (with provenance and validity), edges, digests. Vectors are not
 exported: an import embeds with the target's embedder, so a file moves between embedders.
 
-An import rewrites the scope to the target context and re-derives every id with the recipe the
-library writes it with (a fact's id from its subject and text, a turn's from its session and
-number...), rewriting provenance, supersession links and edge support sets to match: importing the same file twice
-writes nothing new, and later captures and consolidations find the imported records by id.
+An import rewrites the scope to the target context and gives every record an id of the target scope:
+the id the library writes it with (a fact's from its subject and text, a turn's from its session and
+idempotency key...). A record keeps its id only when that is what a recipe gives it in the target scope
+(a user importing their own export), so no file can name, and overwrite, another user's record.
+Provenance, supersession links and edge support sets are rewritten to match: importing the same file
+twice writes nothing new, and later captures and consolidations find the imported records by id.
 """
 
 from __future__ import annotations
@@ -18,13 +20,22 @@ import json
 from collections.abc import Iterable, Iterator
 from importlib import metadata as _dist
 from pathlib import Path
-from typing import IO, Any, TypeAlias
+from typing import IO, Any, NamedTuple, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._blocking import run_blocking
 from .._errors import InvalidArgumentError
-from .._identity import alias_id, digest_id, edge_id, episode_id, fact_id, turn_id, working_entry_id
+from .._identity import (
+    alias_id,
+    digest_id,
+    edge_id,
+    episode_id,
+    fact_id,
+    observation_id,
+    turn_id,
+    working_entry_id,
+)
 from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn, WorkingEntry
 from .._store import SCHEMA_VERSION, TableName, Where
 from .._subjects import is_canonical_subject
@@ -72,6 +83,25 @@ def _version() -> str:
         return "unknown"
 
 
+# An observation's id hashes its turn and its position in the observer's answer, which the entry does not
+# keep: positions below this are tried (answers are far shorter; a later one gets its content id instead).
+_POSITIONS = 256
+
+
+class _TurnRef(NamedTuple):
+    """What an observation's id hashes of its turn."""
+
+    namespace: str
+    user_id: str
+    session_id: str
+    id: str
+
+
+def _turn_key(record: Turn) -> str:
+    """The idempotency key naming an imported turn: its own when it has one, else its source id's."""
+    return record.key or f"import\x1f{record.id}"
+
+
 def _derived_id(kind: str, record: Any, target: MemoryContext) -> str:
     """The id the library gives this record in the target scope (the recipes of ``_identity``)."""
     if kind == "fact":
@@ -81,13 +111,23 @@ def _derived_id(kind: str, record: Any, target: MemoryContext) -> str:
     if kind == "digest":
         return digest_id(target)
     if kind == "turn":
-        return turn_id(target, session_id=record.session_id, key=f"import\x1f{record.id}")
+        return turn_id(target, session_id=record.session_id, key=_turn_key(record))
     if kind == "episode":
         return episode_id(target, session_id=record.session_id)
     if kind == "edge":
         return edge_id(target, source=record.source, relation=record.relation, target=record.target)
     # An observation's id hashes its turn and position; in the new scope it is keyed by its content.
     return working_entry_id(target, session_id=record.session_id, subject=record.subject, text=record.text)
+
+
+def _target_id(kind: str, record: Any, target: MemoryContext) -> str:
+    """The record's id if a recipe gives it that id in the target scope (an observation's, by its turn and
+    position), else :func:`_derived_id`. Every recipe hashes the scope, so another user's id is never kept."""
+    if kind == "working" and record.provenance and record.id.startswith("wm_"):
+        turn = _TurnRef(target.namespace, target.user_id, record.session_id, record.provenance[0])
+        if any(observation_id(turn, index=i) == record.id for i in range(_POSITIONS)):
+            return str(record.id)
+    return _derived_id(kind, record, target)
 
 
 def _remap(value: object, ids: dict[str, str]) -> object:
@@ -220,12 +260,13 @@ class Portability:
     def import_sync(self, ctx: MemoryContext, source: Source) -> ImportReport:
         """The blocking body of ``import_``."""
         header, records = self._parse(source)
-        same = (header["namespace"], header["user_id"]) == (ctx.namespace, ctx.user_id)
-        ids = {r.id: (r.id if same else _derived_id(kind, r, ctx)) for kind, r in records}
+        ids = {r.id: _target_id(kind, r, ctx) for kind, r in records}
         by_table: dict[TableName, list[Any]] = {}
         counts: dict[str, int] = {}
         for kind, record in records:
             update: dict[str, object] = {"id": ids[record.id], "namespace": ctx.namespace, "user_id": ctx.user_id}
+            if kind == "turn":  # the key its id is derived from, so a later import of it finds it
+                update["key"] = _turn_key(record)
             for field in ("provenance", "superseded_by", "support"):
                 if hasattr(record, field):
                     update[field] = _remap(getattr(record, field), ids)

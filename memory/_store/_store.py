@@ -29,9 +29,11 @@ from lancedb.table import Table as EngineTable
 
 from .._errors import ConfigurationError, StoreConflictError, StoreNotFoundError
 from .._filters import MAX_FILTER_VALUE, Where, sql_literal
+from .._identity import Scope
 from .._index import CachedSearches, EngineRow, Hit, TableName, VectorCache
 from .._records import StoredRecord
 from ._commits import CommitRetry
+from ._fences import ErasureMarks, fenced
 from ._lease_table import LeaseTable
 from ._maintenance import Maintenance
 from ._meta import REEMBEDDING, SCHEMA_VERSION
@@ -107,7 +109,8 @@ class Store(TypedReads):
         self._db = tables.db
         self._meta = MetaTable(tables)
         self._maintenance = Maintenance(tables, self._meta, compact_every=compact_every, keep_versions=keep_versions)
-        self._writes = Writes(tables, self._maintenance)
+        self._marks = ErasureMarks(tables)
+        self._writes = Writes(tables, self._maintenance, self._marks)
         self._versions = Versions(tables, read_consistency)
         self._reads = Reads(tables, self._versions)
         self._search = Searches(tables, self._versions, self._reads)
@@ -204,6 +207,18 @@ class Store(TypedReads):
 
     def delete(self, name: TableName, where: Where) -> None:
         self._writes.delete(name, where)
+
+    # -- erasure fences (see _fences.py) ----------------------------------------------------
+
+    def mark_erased(self, scope: Scope) -> None:
+        """Mark the user erased (``erase_user`` does, before it deletes): fenced work begun before this
+        raises UserErasedError at its next write of the user instead of writing them back."""
+        self._marks.mark(scope)
+
+    def fenced(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Within the block, a write of a user marked erased since the block began raises UserErasedError
+        (nested: the outermost block counts). Every write path of the system runs in one."""
+        return fenced(self._marks)
 
     def dedupe(self, name: str, ids: Sequence[str] | None = None) -> int:
         """Delete all but one row per id (of ``ids``, or all; see :func:`duplicate_losers`); returns how many."""

@@ -40,6 +40,7 @@ from ._blocking_system import BlockingMemorySystem
 from ._capture import Capture
 from ._consolidation import Consolidation
 from ._conversation_import import OBSERVE_WINDOW, Conversation, HistoryProgress, HistoryReport, import_conversations
+from ._fencing import fenced as _fenced
 from ._pending import PendingRetries
 from ._sessions import Sessions, holder_id
 from ._write_tools import agent_tools
@@ -227,6 +228,7 @@ class MemorySystem:
 
     # -- capture ----------------------------------------------------------------------------
 
+    @_fenced
     async def capture(
         self,
         ctx: MemoryContext,
@@ -275,6 +277,7 @@ class MemorySystem:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
+    @_fenced
     async def import_conversations(
         self,
         ctx: MemoryContext,
@@ -316,6 +319,7 @@ class MemorySystem:
 
     # -- sessions, consolidation, digest ----------------------------------------------------
 
+    @_fenced
     async def end_session(self, ctx: MemoryContext, session_id: str | None = None) -> SessionResult:
         """Encode the session's observed turns as an episode (by default no model call: a provisional episode
         whose summary the consolidation call writes; one call with ``episodic={"encode": "session"}``) and close
@@ -329,6 +333,7 @@ class MemorySystem:
             raise InvalidArgumentError("end_session needs a session_id")
         return await self._sessions.end(ctx, sid)
 
+    @_fenced
     async def end_sessions(self, ctx: MemoryContext, session_ids: Sequence[str]) -> list[SessionResult]:
         """``end_session`` for several sessions of ``ctx``'s user at once, in the order given: the same results,
         in a few store round trips (one read of their turns, episodes and entries; one write of their episodes,
@@ -338,6 +343,7 @@ class MemorySystem:
             raise InvalidArgumentError("session_ids must be a list of non-empty strings")
         return await self._sessions.end_many(ctx, list(session_ids))
 
+    @_fenced
     async def consolidate(
         self, ctx: MemoryContext, *, batch_size: int = 4, limit: int | None = None
     ) -> ConsolidationResult:
@@ -356,6 +362,7 @@ class MemorySystem:
     def fact_fingerprint(self, facts: Sequence[Fact]) -> str:
         return fact_set_fingerprint(facts)
 
+    @_fenced
     async def digest(self, ctx: MemoryContext) -> DigestResult:
         """Write the user's narrative digest from their active facts and current edges (one model call; more, in
         parts, for facts too many for the model's window).
@@ -367,10 +374,11 @@ class MemorySystem:
 
     # -- retries ----------------------------------------------------------------------------
 
-    retry_pending = delegate_async("_pending_retries", PendingRetries.retry_pending)  # memory/_write/_pending.py
+    retry_pending = _fenced(delegate_async("_pending_retries", PendingRetries.retry_pending))  # _pending.py
 
     # -- correct, forget, erase, import (memory/_govern/_governance.py, _erasure.py, _portability.py) -
 
+    @_fenced
     async def update(self, ctx: MemoryContext, id: str, *, text: str | None = None, subject: str | None = None) -> Fact:
         """Correct a fact: the new version supersedes it; the old one keeps its text and validity as history.
 
@@ -380,14 +388,17 @@ class MemorySystem:
         await run_blocking(self.relations.close_unsupported_edges, checked_context(ctx))
         return fact
 
+    @_fenced
     async def pin(self, ctx: MemoryContext, id: str) -> Fact | Episode:
         """Pin a fact or episode: it never decays, expires, is archived or compacted away."""
         return await self.capability.governance.pin(ctx, id)
 
+    @_fenced
     async def unpin(self, ctx: MemoryContext, id: str) -> Fact | Episode:
         """Undo :meth:`pin`: the memory decays again from its last reinforcement."""
         return await self.capability.governance.unpin(ctx, id)
 
+    @_fenced
     async def forget(self, ctx: MemoryContext, id: str, *, include_turns: bool = False) -> ForgetReport:
         """Delete one memory (with its older versions) and what was derived only from it; rewrite every text derived
         from it (episode summaries through the stage model, the digest). Its turns stay unless ``include_turns``."""
@@ -397,13 +408,18 @@ class MemorySystem:
         """Delete every row of the user in every table and purge old versions: the bytes leave the disk.
 
         Needs the store to itself while it runs: another process on an older table version fails.
+        Work on the user already running (queued observations, a consolidation waiting on the model, in
+        this process or another) writes nothing of them afterwards; work begun after it starts afresh.
         """
+        self._background.drop(checked_context(ctx))  # its queued turns: not observed, not written back
         return await self.erasure.erase_user(ctx)
 
+    @_fenced
     async def import_(self, ctx: MemoryContext, source: Source) -> ImportReport:
         """Read an export into ``ctx``'s user, re-embedded and re-keyed; importing twice changes nothing."""
         return await self.capability.portability.import_(ctx, source)
 
+    @_fenced
     async def fork(self, src: MemoryContext, dst: MemoryContext) -> ImportReport:
         """Copy a user's memory to a new user or namespace; writing to one never changes the other."""
         return await self.capability.portability.fork(src, dst)

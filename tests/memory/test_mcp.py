@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import http.client
 import json
 import os
 import socket
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -77,7 +79,7 @@ def _server_env(folder: Path) -> dict[str, str]:
     (guard / "sitecustomize.py").write_text(GUARD)
     return {
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "PYTHONPATH": str(guard),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(guard), os.environ.get("PYTHONPATH")])),  # the tree tested
         "TIERMEM_TEST_NETWORK_LOG": str(folder / "network.log"),
     }
 
@@ -485,3 +487,63 @@ async def test_http_without_the_header_is_refused(http_server: str) -> None:
     async with http_session(http_server, {}) as session:
         with pytest.raises(MCPError, match="X-User-Id"):
             await session.call_tool("recall", {"query": "vault code"})
+
+
+AMBIGUOUS = {
+    "appended": ([("X-User-Id", "u-1"), ("X-User-Id", "other")], "exactly one user"),
+    "comma-joined": ([("X-User-Id", "u-1, other")], "exactly one user"),
+    "empty": ([("X-User-Id", "")], "empty"),
+}
+
+
+@pytest.mark.parametrize("case", list(AMBIGUOUS), ids=list(AMBIGUOUS))
+async def test_http_refuses_a_user_header_given_twice_or_empty(http_server: str, case: str) -> None:
+    """A proxy that appends its header behind the client's must not let the client's first value win."""
+    headers, message = AMBIGUOUS[case]
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as client,
+        streamable_http_client(http_server, http_client=client) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        with pytest.raises(MCPError, match=message):
+            await session.call_tool("recall", {"query": "vault code penicillin", "limit": 50})
+        with pytest.raises(MCPError, match=message):
+            await session.read_resource("tiermem://facts")  # resources resolve the user alike
+
+
+def _raw_call(url: str, user_header: str) -> str:
+    """A tool call over HTTP with ``X-User-Id: <user_header>`` sent as given (http.client, unlike httpx, sends a
+    whitespace-only value); the server's answer as text."""
+    parts = urllib.parse.urlsplit(url)
+    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+    def post(body: dict[str, object], headers: dict[str, str]) -> tuple[str, str | None]:
+        conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
+        try:
+            conn.request("POST", parts.path, json.dumps(body), {**base, **headers})
+            response = conn.getresponse()
+            return response.read().decode(), response.getheader("mcp-session-id")
+        finally:
+            conn.close()
+
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    _, session = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}, {})
+    assert session is not None
+    ids = {"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+    post({"jsonrpc": "2.0", "method": "notifications/initialized"}, ids)
+    call = {"name": "recall", "arguments": {"query": "vault code penicillin", "limit": 50}}
+    answer, _ = post(
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}, ids | {"X-User-Id": user_header}
+    )
+    return answer
+
+
+@pytest.mark.parametrize("value", [" \t ", "u-1", "  u-1, other "], ids=["whitespace", "control-one-user", "comma"])
+async def test_http_refuses_a_whitespace_user_header_sent_raw(http_server: str, value: str) -> None:
+    answer = await asyncio.to_thread(_raw_call, http_server, value)
+
+    if value == "u-1":  # the same request with a real user is served: the refusals are the header's
+        assert OWN_FACT in answer and SECRET not in answer
+    else:
+        assert "X-User-Id header" in answer and OWN_FACT not in answer and SECRET not in answer
