@@ -153,8 +153,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _direct_blocking_calls(tree: ast.AST) -> list[str]:
-    """``x.tiers.facts(...)``-style calls made in an ``async def`` itself (not handed to run_blocking)."""
+    """``x.tiers.facts(...)``-style calls made in an ``async def`` itself (not handed to run_blocking).
+
+    An ``async with x.store.fenced():`` is an async context manager, awaited like run_blocking: not flagged.
+    """
     found: list[str] = []
+    awaited = {
+        id(item.context_expr) for node in ast.walk(tree) if isinstance(node, ast.AsyncWith) for item in node.items
+    }
 
     def visit(node: ast.AST, in_async: bool) -> None:
         for child in ast.iter_child_nodes(node):
@@ -163,7 +169,12 @@ def _direct_blocking_calls(tree: ast.AST) -> list[str]:
             elif isinstance(child, (ast.FunctionDef, ast.Lambda)):
                 visit(child, False)  # a plain function runs where it is called: run_blocking's thread
             else:
-                if in_async and isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute):
+                if (
+                    in_async
+                    and isinstance(child, ast.Call)
+                    and isinstance(child.func, ast.Attribute)
+                    and id(child) not in awaited
+                ):
                     owner = child.func.value
                     if isinstance(owner, ast.Attribute) and owner.attr in BLOCKING:
                         found.append(f"line {child.lineno}: {ast.unparse(child.func)}")
@@ -186,3 +197,5 @@ def test_the_static_check_sees_a_blocking_call_on_the_loop() -> None:
         "async def g(mem):\n    return await run_blocking(mem.tiers.facts, ctx)\n"
     )
     assert _direct_blocking_calls(ast.parse(bad)) == ["line 2: mem.tiers.facts"]
+    fenced = "async def h(mem):\n    async with mem.store.fenced():\n        return mem.store.count(t)\n"
+    assert _direct_blocking_calls(ast.parse(fenced)) == ["line 3: mem.store.count"]
