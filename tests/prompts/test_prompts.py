@@ -54,8 +54,8 @@ def test_every_prompt_module_has_one_stage() -> None:
         "observe-v2",
         "observe-window-v1",
         "encode-episode-v1",
-        "consolidate-v2",
-        "encode-consolidate-v1",
+        "consolidate-v3",
+        "encode-consolidate-v2",
         "digest-v3",
         "compact-v1",
     }
