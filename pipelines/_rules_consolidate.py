@@ -134,7 +134,8 @@ def _restated(new: str, old: str) -> str | None:
 
 def _merge(ops: list[consolidate_prompt.Operation], new: consolidate_prompt.Operation) -> None:
     """Append ``new`` to this call's operations: folded into an earlier one that says the same, or as an update
-    of the earlier one it changes ("#N": a move sessions after the old home, in one batch, keeps it as history).
+    of the earlier one it changes ("#N": a move sessions after the old home, in one batch, keeps it as history;
+    a change in the session that said it is folded in: there the last word holds).
     """
     for i in reversed(range(len(ops))):  # the latest saying the same
         old = ops[i]
@@ -157,7 +158,10 @@ def _merge(ops: list[consolidate_prompt.Operation], new: consolidate_prompt.Oper
             text = new.text
         else:
             continue
-        ops.append(new.model_copy(update={"op": "update", "target_id": f"#{i + 1}", "text": text}))
+        if set(new.source_episode_ids) <= set(old.source_episode_ids):  # in one session the last word holds
+            ops[i] = old.model_copy(update={"text": text})
+        else:
+            ops.append(new.model_copy(update={"op": "update", "target_id": f"#{i + 1}", "text": text}))
         return
     ops.append(new)
 
