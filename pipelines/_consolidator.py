@@ -138,10 +138,12 @@ class _Applier:
         self.ops, self.plan, self.ctx, self.known, self.aliases, self.now = ops, plan, ctx, known, aliases, now
         self.sources = sources
         self.refs = [self._ref(op.target_id) for op in ops]
-        self.evidence: list[Evidence] = []
-        for op, ref in zip(ops, self.refs, strict=True):
-            target = self.evidence[ref] if ref is not None and ref < len(self.evidence) else None
-            self.evidence.append(self._evidence(op, target))
+        first = [self._evidence(i) for i in range(len(ops))]
+        # A change is not said by what it changes: an update of "#N" leaves out what evidenced N.
+        self.evidence = [
+            self._evidence(i, first[ref].said) if op.op == "update" and ref is not None and ref != i else first[i]
+            for i, (op, ref) in enumerate(zip(ops, self.refs, strict=True))
+        ]
         self.wrote: dict[int, str | None] = {}  # operation index -> the fact it wrote or reinforced
 
     def _ref(self, target: str | None) -> int | None:
@@ -159,12 +161,10 @@ class _Applier:
         target = self.known.get(op.target_id or "")
         return target.text if target else ""
 
-    def _evidence(self, op: consolidate.Operation, target: Evidence | None) -> Evidence:
-        """Operation ``i``'s evidence; an update's excludes what evidenced its target in this answer (a change
-        is not said by what it changes)."""
+    def _evidence(self, i: int, excluding: Sequence[WorkingEntry] = ()) -> Evidence:
+        op = self.ops[i]
         subject = _subject(op.subject, self.aliases) or op.subject
-        excluding = target.said if target is not None and op.op == "update" else ()
-        return self.sources.evidence(self._text(len(self.evidence)), subject, op.source_episode_ids, excluding)
+        return self.sources.evidence(self._text(i), subject, op.source_episode_ids, excluding)
 
     def run(self) -> None:
         for i in sorted(range(len(self.ops)), key=lambda i: (self.evidence[i].since, i)):
