@@ -400,6 +400,17 @@ class MemoryItem(_Record):
     provenance: tuple[str, ...] = Field(default=(), description="Source ids back to captured turns.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Tier-specific details.")
 
+    def past_mark(self) -> str:
+        """ "(past, until 2026-03-16)" when it no longer holds (a superseded fact, a turn whose every fact was
+        superseded, a closed edge), "(past)" when it is not known since when; "" while it holds. Every read
+        surface (the context block, the tools and MCP, the CLI, the demo) marks the past with it."""
+        meta = self.metadata
+        ended = meta.get("superseded") or meta.get("current") is False
+        if not (ended or (self.tier == "semantic" and meta.get("valid_to"))):
+            return ""
+        until = meta.get("valid_to")
+        return f"(past, until {until[:10]})" if isinstance(until, str) else "(past)"
+
 
 class RankedMemoryItem(MemoryItem):
     """A memory item with the score recall gave it."""

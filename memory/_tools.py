@@ -230,11 +230,10 @@ def _date(item: MemoryItem) -> str:
 
 def compact_item(item: MemoryItem) -> dict[str, str]:
     """What a model needs to use a memory: its id (to refer back to it), tier, subject, date and text;
-    ``past`` ("until 2026-03-16") on what no longer holds (superseded, or a closed edge)."""
+    ``past`` ("(past, until 2026-03-16)", :meth:`MemoryItem.past_mark`) on what no longer holds."""
     out = {"id": item.id, "tier": item.tier, "subject": item.subject, "date": _date(item), "text": item.text}
-    if item.metadata.get("superseded") or item.metadata.get("current") is False:
-        until = item.metadata.get("valid_to")
-        out["past"] = f"until {until[:10]}" if isinstance(until, str) else "yes"
+    if past := item.past_mark():
+        out["past"] = past
     return out
 
 

@@ -29,13 +29,24 @@ async def run_consolidation(model: StageModel, inputs: consolidate.Input) -> con
         outputs = [await model.run(_STAGE, part) for part in consolidation_parts(budget, inputs)]
         if len(outputs) == 1:
             return outputs[0]
-        joined: dict[str, Any] = {"operations": [op for o in outputs for op in o.operations]}
+        joined: dict[str, Any] = {"operations": _joined([o.operations for o in outputs])}
         kind = _STAGE.output_for(inputs)
         if issubclass(kind, consolidate.Output):
             joined["edges"] = [e for o in outputs if isinstance(o, consolidate.Output) for e in o.edges]
         return kind.model_construct(**joined)  # each part validated; joined, they may pass the per-call caps
 
     return await fitted(model, _STAGE, run, inputs)
+
+
+def _joined(parts: list[list[consolidate.Operation]]) -> list[consolidate.Operation]:
+    """The parts' operations in one list; a part's "#N" (its own N-th operation) renumbered to match."""
+    out: list[consolidate.Operation] = []
+    for ops in parts:
+        offset = len(out)
+        for op in ops:
+            ref = consolidate.operation_ref(op.target_id)
+            out.append(op if ref is None or not offset else op.model_copy(update={"target_id": f"#{ref + offset}"}))
+    return out
 
 
 def consolidation_parts(budget: Budget, inputs: consolidate.Input) -> list[consolidate.Input]:

@@ -3,11 +3,16 @@
 The guard refuses, and counts, any operation that would write a non-canonical subject, touch a
 fact it was not shown, or rewrite or merge a fact across subjects. An update supersedes: the
 old fact keeps its text, gets ``valid_to`` and ``superseded_by`` and stays inspectable.
+
+A batch holds several sessions, so its operations are applied in the order their evidence was said,
+and each fact is dated by it: ``valid_from`` is the time of the earliest turn it comes from, and an
+update closes the old fact at the new one's ``valid_from``. An update may target a fact added by an
+earlier operation of the same answer (``target_id`` "#N", N counting the answer's operations from 1):
+a move said two sessions after the old home, both in one batch, keeps the old home as history.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,6 +26,7 @@ from tiermem.memory._subjects import canonical_subject
 from tiermem.prompts import consolidate
 
 from ._batches import run_consolidation
+from ._evidence import Evidence, Sources
 from ._model import StageModel
 
 __all__ = ["ConsolidationPlan", "Refusal", "consolidate_episodes"]
@@ -86,9 +92,8 @@ async def consolidate_episodes(
     output = answer if answer is not None else await run_consolidation(model, inputs)
     plan = ConsolidationPlan()
     known = {f.id: f for f in existing}
-    sources = _Sources(episodes, observations)
-    for op in output.operations:
-        _apply(op, plan=plan, ctx=ctx, known=known, aliases=aliases, now=now, sources=sources)
+    _Applier(output.operations, plan=plan, ctx=ctx, known=known, aliases=aliases, now=now,
+             sources=Sources(episodes, observations, now)).run()  # fmt: skip
     if rel is not None and isinstance(output, consolidate.Output):
         subjects = {"user", *known_subjects} | {f.subject for f in existing} | {f.subject for f in plan.facts.values()}
         subjects |= {s for e in episodes for s in e.subjects}
@@ -98,128 +103,152 @@ async def consolidate_episodes(
         )
         live = {f.id: f for f in existing if f.status == "active"}
         live.update({f.id: f for f in plan.facts.values()})
-        plan.edges = [_supported(e, [f for f in live.values() if f.status == "active"]) for e in plan.edges]
+        plan.edges = [_supported(e, list(live.values()), now) for e in plan.edges]
     return plan
 
 
-def _supported(edge: Edge, facts: Sequence[Fact]) -> Edge:
-    """The edge with its support set: the active facts naming both endpoints, those of its turns first."""
+def _supported(edge: Edge, facts: Sequence[Fact], now: datetime) -> Edge:
+    """The edge with its support set, dated by it: the active facts naming both endpoints (those of its turns
+    first), else those this batch superseded (the edge is then history: closed with them)."""
     naming = [f for f in facts if mentions(f, edge.source) and mentions(f, edge.target)]
+    naming = [f for f in naming if f.status == "active"] or [f for f in naming if f.status == "superseded"]
     turns = set(edge.provenance)
     own = [f for f in naming if turns & set(f.provenance)] or naming
-    return edge.model_copy(update={"support": tuple(sorted(f.id for f in own))}) if own else edge
+    if not own:
+        return edge
+    since = min((f.valid_from for f in own if f.valid_from is not None), default=now)
+    return edge.model_copy(update={"support": tuple(sorted(f.id for f in own)), "valid_from": since})
 
 
-def _apply(
-    op: consolidate.Operation,
-    *,
-    plan: ConsolidationPlan,
-    ctx: MemoryContext,
-    known: dict[str, Fact],
-    aliases: Mapping[str, str],
-    now: datetime,
-    sources: _Sources,
-) -> None:
-    if op.op == "noop":
-        plan.count("noop")
-        return
-    subject = _subject(op.subject, aliases)
-    if subject is None:
-        plan.refused.append(Refusal(op=op.op, subject=op.subject, reason="non-canonical subject"))
-        plan.count("refused")
-        return
-    target = known.get(op.target_id) if op.target_id else None
-    if op.op in {"reinforce", "update"}:
-        if target is None:
-            plan.refused.append(Refusal(op=op.op, subject=subject, reason=f"unknown target {op.target_id!r}"))
-            plan.count("refused")
+class _Applier:
+    """Applies an answer's operations to the plan in the order their evidence was said (an operation that
+    targets another of the answer's ``#N`` after it), each fact dated by its evidence."""
+
+    def __init__(
+        self,
+        ops: Sequence[consolidate.Operation],
+        *,
+        plan: ConsolidationPlan,
+        ctx: MemoryContext,
+        known: dict[str, Fact],
+        aliases: Mapping[str, str],
+        now: datetime,
+        sources: Sources,
+    ) -> None:
+        self.ops, self.plan, self.ctx, self.known, self.aliases, self.now = ops, plan, ctx, known, aliases, now
+        self.sources = sources
+        self.refs = [self._ref(op.target_id) for op in ops]
+        first = [self._evidence(i) for i in range(len(ops))]
+        # A change is not said by what it changes: an update of "#N" leaves out what evidenced N.
+        self.evidence = [
+            self._evidence(i, first[ref].said) if op.op == "update" and ref is not None and ref != i else first[i]
+            for i, (op, ref) in enumerate(zip(ops, self.refs, strict=True))
+        ]
+        self.wrote: dict[int, str | None] = {}  # operation index -> the fact it wrote or reinforced
+
+    def _ref(self, target: str | None) -> int | None:
+        """The index of the operation ``target`` names ("#2": the second), when it names one."""
+        n = consolidate.operation_ref(target)
+        return n - 1 if n is not None and n <= len(self.ops) else None
+
+    def _text(self, i: int, seen: frozenset[int] = frozenset()) -> str:
+        """What operation ``i`` states: its text, else its target's."""
+        op, ref = self.ops[i], self.refs[i]
+        if op.text.strip():
+            return op.text
+        if ref is not None and ref not in seen and ref != i:
+            return self._text(ref, seen | {i})
+        target = self.known.get(op.target_id or "")
+        return target.text if target else ""
+
+    def _evidence(self, i: int, excluding: Sequence[WorkingEntry] = ()) -> Evidence:
+        op = self.ops[i]
+        subject = _subject(op.subject, self.aliases) or op.subject
+        return self.sources.evidence(self._text(i), subject, op.source_episode_ids, excluding)
+
+    def run(self) -> None:
+        for i in sorted(range(len(self.ops)), key=lambda i: (self.evidence[i].since, i)):
+            self._run(i, frozenset())
+
+    def _run(self, i: int, stack: frozenset[int]) -> None:
+        if i in self.wrote:
             return
-        if target.subject != subject:
-            reason = f"cross-subject {op.op}: {target.subject!r} fact by a {subject!r} operation"
-            plan.refused.append(Refusal(op=op.op, subject=subject, reason=reason))
-            plan.count("refused")
-            return
-    if op.op == "add" and not op.text.strip():
-        plan.refused.append(Refusal(op=op.op, subject=subject, reason="empty text"))
-        plan.count("refused")
+        ref = self.refs[i]
+        if ref is not None and ref not in stack and ref != i:
+            self._run(ref, stack | {i})  # the fact an update changes is written first
+        target = None
+        if ref is not None:
+            wrote = self.wrote.get(ref)
+            target = self.plan.facts.get(wrote or "") or self.known.get(wrote or "")
+        elif self.ops[i].target_id:
+            target = self.known.get(self.ops[i].target_id or "")
+        hops = 0
+        while self.ops[i].op == "update" and target is not None and hops < len(self.ops):
+            # Changed already by an earlier operation of this answer: this one changes what holds since.
+            later = self.plan.facts.get(target.superseded_by or "") if target.id in self.plan.facts else None
+            target, hops = (later, hops + 1) if later is not None else (target, len(self.ops))
+        self.wrote[i] = self._apply(self.ops[i], target, self.evidence[i])
+
+    def _refuse(self, op: consolidate.Operation, subject: str, reason: str) -> None:
+        self.plan.refused.append(Refusal(op=op.op, subject=subject, reason=reason))
+        self.plan.count("refused")
+
+    def _apply(self, op: consolidate.Operation, target: Fact | None, evidence: Evidence) -> str | None:
+        plan, now = self.plan, self.now
+        if op.op == "noop":
+            plan.count("noop")
+            return None
+        subject = _subject(op.subject, self.aliases)
+        if subject is None:
+            self._refuse(op, op.subject, "non-canonical subject")
+            return None
+        if op.op in {"reinforce", "update"}:
+            if target is None:
+                self._refuse(op, subject, f"unknown target {op.target_id!r}")
+                return None
+            if target.subject != subject:
+                self._refuse(op, subject, f"cross-subject {op.op}: {target.subject!r} fact by a {subject!r} operation")
+                return None
+        if op.op == "add" and not op.text.strip():
+            self._refuse(op, subject, "empty text")
+            return None
+        episodes, turns, since = evidence.episodes, evidence.turns, evidence.since
+        # Keys the model gave, else those of the observations the fact came from: a model that writes
+        # no keys for facts still keeps the observer's.
+        keys = retrieval_keys(op.keys or [k for obs in evidence.said for k in obs.keys])
+        meta = {"prompt_version": consolidate.STAGE.version, "episodes": episodes}
+        if op.op == "reinforce" or (op.op == "update" and target is not None and _same(target.text, op.text)):
+            assert target is not None
+            fact = plan.facts.get(target.id, target)
+            _reinforce(plan, fact, op.confidence, now, turns, episodes, keys, since)
+            return fact.id
+        text = " ".join(op.text.split())
+        new_id = fact_id(self.ctx, subject=subject, text=text)
+        current = plan.facts.get(new_id) or self.known.get(new_id)
+        if current is not None and current.status == "active":
+            _reinforce(plan, current, op.confidence, now, turns, episodes, keys, since)
+            return new_id
+        fact = Fact.new(
+            self.ctx, subject=subject, text=text, now=now, confidence=op.confidence, valid_from=since,
+            provenance=turns, metadata=meta, keys=keys,
+        )  # fmt: skip
+        plan.facts[new_id] = fact
+        if op.op == "update" and target is not None:
+            _supersede(plan, plan.facts.get(target.id, target), fact, now)
+            plan.count("update")
+        else:
+            plan.count("add")
+        return new_id
+
+
+def _supersede(plan: ConsolidationPlan, old: Fact, new: Fact, now: datetime) -> None:
+    """``new`` replaces ``old`` from its ``valid_from``; said before ``old`` held, ``new`` is the history."""
+    if old.valid_from is not None and new.valid_from is not None and new.valid_from < old.valid_from:
+        past = {"status": "superseded", "valid_to": old.valid_from, "superseded_by": old.id}
+        plan.facts[new.id] = new.model_copy(update=past)
         return
-    episodes = sources.episode_ids(op.source_episode_ids)
-    said = sources.matching(op.text or (target.text if target else ""), subject, episodes)
-    turns = sources.turns(said, episodes)
-    # Keys the model gave, else those of the observations the fact came from: a model that writes
-    # no keys for facts still keeps the observer's.
-    keys = retrieval_keys(op.keys or [k for obs in said for k in obs.keys])
-    meta = {"prompt_version": consolidate.STAGE.version, "episodes": episodes}
-    if op.op == "reinforce" or (op.op == "update" and target is not None and _same(target.text, op.text)):
-        assert target is not None
-        _reinforce(plan, plan.facts.get(target.id, target), op.confidence, now, turns, episodes, keys)
-        return
-    text = " ".join(op.text.split())
-    new_id = fact_id(ctx, subject=subject, text=text)
-    current = plan.facts.get(new_id) or known.get(new_id)
-    if current is not None and current.status == "active":
-        _reinforce(plan, current, op.confidence, now, turns, episodes, keys)
-        return
-    plan.facts[new_id] = Fact.new(
-        ctx,
-        subject=subject,
-        text=text,
-        now=now,
-        confidence=op.confidence,
-        valid_from=now,
-        provenance=turns,
-        metadata=meta,
-        keys=keys,
-    )
-    if op.op == "update" and target is not None:
-        plan.facts[target.id] = target.model_copy(
-            update={"status": "superseded", "valid_to": now, "superseded_by": new_id, "updated_at": now}
-        )
-        plan.count("update")
-    else:
-        plan.count("add")
-
-
-_WORD = re.compile(r"[a-z0-9]+")
-_GENERIC = frozenset({"user", "the", "and", "a", "an", "to", "of", "in", "on", "at", "for", "is", "was", "with", "s"})
-
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(w for w in _WORD.findall(text.lower()) if w not in _GENERIC)
-
-
-class _Sources:
-    """Where a fact came from: the observations (and so the turns) that say it, not the whole batch."""
-
-    def __init__(self, episodes: Sequence[Episode], observations: Sequence[WorkingEntry]) -> None:
-        self._episodes = {e.id: e for e in episodes}
-        self._session = {e.session_id: e.id for e in episodes}
-        self._observations = [(o, _words(o.text), self._session.get(o.session_id)) for o in observations]
-
-    def episode_ids(self, named: Sequence[str]) -> list[str]:
-        valid = [i for i in named if i in self._episodes]
-        return valid or list(self._episodes)
-
-    def turns(self, said: Sequence[WorkingEntry], episodes: Sequence[str]) -> tuple[str, ...]:
-        """Turns of the observations that say the fact; else the source episodes' turns."""
-        if said:
-            return tuple(dict.fromkeys(t for obs in said for t in obs.provenance))
-        return tuple(dict.fromkeys(t for e in episodes for t in self._episodes[e].provenance))
-
-    def matching(self, text: str, subject: str, episodes: Sequence[str]) -> list[WorkingEntry]:
-        """The best-matching observations of ``episodes`` (same subject first); none when nothing is close."""
-        words = _words(text)
-        scored = []
-        for obs, obs_words, episode in self._observations:
-            if episode not in episodes or not words or not obs_words:
-                continue
-            overlap = len(words & obs_words) / len(words | obs_words)
-            scored.append((overlap + (0.05 if obs.subject == subject else 0.0), obs))
-        scored.sort(key=lambda pair: -pair[0])
-        if scored and scored[0][0] >= 0.2:
-            best = scored[0][0]
-            return [obs for score, obs in scored[:3] if score >= 0.6 * best]
-        return []
+    ended = {"status": "superseded", "valid_to": new.valid_from or now, "superseded_by": new.id, "updated_at": now}
+    plan.facts[old.id] = old.model_copy(update=ended)
 
 
 def _same(a: str, b: str) -> bool:
@@ -234,10 +263,12 @@ def _reinforce(
     turns: tuple[str, ...],
     episodes: list[str],
     keys: tuple[str, ...] = (),
+    since: datetime | None = None,
 ) -> None:
     """Reinforce once per distinct episode: a rerun (a crash, a re-encoded session) repeats no evidence.
 
-    A fact stored without keys takes the new ones; keys it has are kept.
+    A fact stored without keys takes the new ones; keys it has are kept. Evidence older than the fact
+    (an imported history) moves its ``valid_from`` back to ``since``.
     """
     seen = [str(e) for e in fact.metadata.get("episodes", [])]
     if set(episodes) <= set(seen):
@@ -248,6 +279,8 @@ def _reinforce(
     update: dict[str, object] = {"metadata": {**reinforced.metadata, "episodes": merged}}
     if keys and not fact.keys:
         update["keys"] = keys
+    if since is not None and fact.status == "active" and fact.valid_from is not None and since < fact.valid_from:
+        update["valid_from"] = since
     plan.facts[fact.id] = reinforced.model_copy(update=update)
     plan.count("reinforce")
 

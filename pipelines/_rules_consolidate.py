@@ -133,20 +133,35 @@ def _restated(new: str, old: str) -> str | None:
 
 
 def _merge(ops: list[consolidate_prompt.Operation], new: consolidate_prompt.Operation) -> None:
-    """Append ``new`` to this call's operations, folding it into an earlier one that says the same."""
-    for i, old in enumerate(ops):
+    """Append ``new`` to this call's operations: folded into an earlier one that says the same, or as an update
+    of the earlier one it changes ("#N": a move sessions after the old home, in one batch, keeps it as history;
+    a change in the session that said it is folded in: there the last word holds).
+    """
+    for i in reversed(range(len(ops))):  # the latest saying the same
+        old = ops[i]
         same_target = new.target_id is not None and old.target_id == new.target_id and old.op == new.op
-        same_new = new.op == "add" and old.op in {"add", "update"} and old.subject == new.subject
-        if same_target or (same_new and jaccard(new.text, old.text) >= 0.8):
-            text = new.text if new.op == "update" else old.text
-        elif same_new and old.op == "add" and (now := _restated(new.text, old.text)) is not None:
-            text = now  # a later episode changed a fact first seen in this batch ("moved from Berlin to Lisbon")
-        elif same_new and old.op == "add" and _same_attribute(new.text, old.text):
+        restated = same_target and (new.op == "reinforce" or jaccard(new.text, old.text) >= 0.8)
+        said_again = new.op == "add" and old.op in {"add", "update"} and old.subject == new.subject
+        if restated or (said_again and jaccard(new.text, old.text) >= 0.8):
+            sources = old.source_episode_ids + [s for s in new.source_episode_ids if s not in old.source_episode_ids]
+            ops[i] = old.model_copy(update={"source_episode_ids": sources})
+            return
+    for i in reversed(range(len(ops))):  # the latest version of what it changes
+        old = ops[i]
+        if old.op not in {"add", "update"} or old.subject != new.subject:
+            continue
+        if new.op == "update" and new.target_id == old.target_id:
+            text = new.text  # the fact an earlier sentence of this batch changed, changed again
+        elif new.op == "add" and (now := _restated(new.text, old.text)) is not None:
+            text = now  # "moved from Berlin to Lisbon" after "lives in Berlin": what holds now
+        elif new.op == "add" and _same_attribute(new.text, old.text):
             text = new.text
         else:
             continue
-        sources = old.source_episode_ids + [s for s in new.source_episode_ids if s not in old.source_episode_ids]
-        ops[i] = old.model_copy(update={"text": text, "source_episode_ids": sources})
+        if set(new.source_episode_ids) <= set(old.source_episode_ids):  # in one session the last word holds
+            ops[i] = old.model_copy(update={"text": text})
+        else:
+            ops.append(new.model_copy(update={"op": "update", "target_id": f"#{i + 1}", "text": text}))
         return
     ops.append(new)
 

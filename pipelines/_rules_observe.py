@@ -14,6 +14,7 @@ from tiermem.memory._subjects import USER
 from tiermem.prompts import observe as observe_prompt
 from tiermem.prompts import observe_window as window_prompt
 
+from ._clauses import coordinated
 from ._relative_time import resolve_relative_time
 from ._sentences import (
     HEALTH,
@@ -138,7 +139,8 @@ def _observe_sentence(
 
 
 def observe(inputs: observe_prompt.Input) -> observe_prompt.Output:
-    """Observations from the user-role messages of one turn, attributed to their subjects."""
+    """Observations from the user-role messages of one turn, attributed to their subjects; a sentence saying
+    several things about its subject gives one observation per thing."""
     aliases = user_aliases(inputs.user_names)
     known = set(inputs.known_subjects)
     names = {n.lower() for m in inputs.messages if m.name for n in m.name.split()} | {n.split()[0] for n in aliases}
@@ -147,8 +149,11 @@ def observe(inputs: observe_prompt.Input) -> observe_prompt.Output:
         speaker = _speaker(message.name, aliases) if message.role == "user" else None
         if speaker is None:
             continue
-        for raw in split_sentences(resolve_relative_time(message.content, inputs.now)):  # dated as said
-            obs = _observe_sentence(raw, speaker, aliases, known, names)
+        # One observation per thing said: "I live in Porto and work at Farfetch" is two (see _clauses);
+        # relative time words dated as said ("last week" -> "in the week of 2 March 2026").
+        said = split_sentences(resolve_relative_time(message.content, inputs.now))
+        for part in (p for raw in said for p in coordinated(strip_greeting(raw))):
+            obs = _observe_sentence(part, speaker, aliases, known, names)
             if obs is not None and all(o.text != obs.text for o in found):
                 found.append(obs)
     if len(found) > _MAX_OBSERVATIONS:

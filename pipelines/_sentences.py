@@ -17,6 +17,7 @@ from tiermem.memory._text import CHAT_WORDS, STOP_WORDS, split_sentences, tokens
 from tiermem.prompts.observe import Kind
 
 __all__ = [
+    "ADVERBS",
     "APPOSITION",
     "COUPLES",
     "HEALTH",
@@ -47,10 +48,12 @@ __all__ = [
     "third_person",
     "tokens",
     "user_aliases",
+    "words",
 ]
 
 
-def _wordset(text: str) -> frozenset[str]:
+def words(text: str) -> frozenset[str]:
+    """A lexicon written as text: its whitespace-separated words."""
     return frozenset(text.split())
 
 
@@ -60,12 +63,14 @@ STOPWORDS = STOP_WORDS | CHAT_WORDS
 _MEMO = 1 << 14
 """Texts each memoised text function keeps (a few MB at most)."""
 
-_ADVERBS = _wordset(
+_ADVERBS = words(
     """really also just still always never usually often sometimes absolutely totally definitely actually
     recently finally already only even mostly truly generally currently now simply certainly probably almost
     nearly rarely seldom occasionally honestly literally kinda sorta"""
 )
-_NO_INFLECT = _wordset(
+ADVERBS = _ADVERBS
+"""Filler adverbs ("really", "just", "now") skipped when reading a predicate."""
+_NO_INFLECT = words(
     """can could will would shall should may might must was were did had got made saw took came ran bought ate
     drank met left felt thought told said found gave knew began wrote spent lost won sent built taught
     brought caught fought heard held kept paid sold sat slept spoke stood swam understood wore grew flew
@@ -79,7 +84,7 @@ _IRREGULAR = {
 _FIRST_PERSON = re.compile(
     r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself|[Ww]e|[Ww]e're|[Ww]e've|our|ours|us)\b|^(?:My|Our)\b"
 )
-STARTERS = _wordset(
+STARTERS = words(
     """I I'm My Our We You Your He She His Her They Their It Its The A An This That These Those There Here What
     When Where Why How Who Which Yesterday Today Tomorrow Tonight Last Next Also And But So Oh Well Yes No
     Yeah Maybe Actually Honestly Anyway Just Thanks Thank Hi Hello Hey Sure Ok Okay Great Good Nice Wow Cool

@@ -51,8 +51,8 @@ or with extra detail ("a dog named Rex"); births ("had a baby") as a count of ki
 on facts about the other person ("Jake, the user's boyfriend, ...") after a break-up (a fact is never
 rewritten across subjects); a named third person who is neither known nor introduced by a relation
 ("Tom moved to Denver" from a stranger is kept as the speaker's hearsay); a change and the fact it
-changes consolidated in one batch are folded into one fact only when each says one thing; lowercase
-names ("i moved to lisbon").
+changes said in two sessions of one batch are kept as two versions (the first as history) only when
+each says one thing (said in one session, the last word holds); lowercase names ("i moved to lisbon").
 """
 
 from __future__ import annotations

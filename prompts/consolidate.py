@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Literal
 
@@ -11,7 +12,7 @@ from tiermem.memory._options import RelationsOptions
 from tiermem.memory._records import MAX_KEYS, Episode, Fact, ModelKeys, WorkingEntry
 from tiermem.memory._stage import ChatMessages, Stage
 
-VERSION = "consolidate-v2"
+VERSION = "consolidate-v3"
 
 
 class Input(BaseModel):
@@ -35,10 +36,22 @@ class Operation(BaseModel):
     op: Literal["add", "reinforce", "update", "noop"] = Field(description="What to do.")
     subject: str = Field(description="Subject of the fact: 'user', 'moni', 'acme-corp'.")
     text: str = Field(default="", max_length=1000, description="The fact (new text for add and update).")
-    target_id: str | None = Field(default=None, description="Existing fact id for reinforce and update.")
+    target_id: str | None = Field(
+        default=None,
+        description='Existing fact id for reinforce and update, or "#N": the N-th operation of this answer (from 1).',
+    )
     confidence: float = Field(default=0.8, ge=0.0, le=1.0, description="Confidence in the fact.")
-    source_episode_ids: list[str] = Field(default_factory=list, description="Episodes it came from.")
+    source_episode_ids: list[str] = Field(default_factory=list, description="Episodes it was said in.")
     keys: ModelKeys = Field(default_factory=list)
+
+
+_REF = re.compile(r"\s*#(\d{1,4})\s*")
+
+
+def operation_ref(target_id: str | None) -> int | None:
+    """N when ``target_id`` is "#N" (an earlier operation of the same answer, counted from 1), else None."""
+    m = _REF.fullmatch(target_id or "")
+    return int(m[1]) if m and int(m[1]) > 0 else None
 
 
 class EdgeOut(BaseModel):
@@ -73,6 +86,12 @@ For each durable fact in the new episodes choose one operation:
 - update: an existing fact changed; give the new text, the old one is kept as history.
   {{"op": "update", "target_id": "<id>", "subject": "user", "text": "The user now works at Globex."}}
 - noop: nothing durable.
+One fact per statement: "I live in Porto and work at Farfetch" is two facts (where the user lives,
+where the user works). Give each add, update and reinforce the ids of the episodes it was said in
+("source_episode_ids"): facts are dated by them. Episodes are listed oldest first: when a later
+episode changes what an earlier one of these episodes said (a move, a new job), give the earlier
+fact as an add and the change as an update whose target_id is "#N", N being that add's position
+in your operations (1 = the first), so the earlier version is kept as history.
 An add or update may carry up to {max_keys} "keys": short lowercase broader terms and synonyms a
 later question may use instead of the fact's words (peanuts -> "nuts", "food allergy"), never words
 already in the text; keep the keys of the observations it came from when they still fit.

@@ -17,7 +17,7 @@ from tiermem.memory._stage import ChatMessages, Stage
 
 from . import consolidate
 
-VERSION = "encode-consolidate-v1"
+VERSION = "encode-consolidate-v2"
 
 
 class Input(consolidate.Input):

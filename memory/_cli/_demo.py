@@ -52,7 +52,8 @@ def _items(items: list[MemoryItem], out: Callable[[str], None]) -> None:
     for item in items:
         score = getattr(item, "score", None)
         tag = f"{score:5.2f} " if isinstance(score, float) else ""
-        out(f"    {tag}{item.tier:<9} [{item.subject}] {textwrap.shorten(item.text, 90)}")
+        past = item.past_mark()
+        out(f"    {tag}{item.tier:<9} {past + ' ' if past else ''}[{item.subject}] {textwrap.shorten(item.text, 90)}")
 
 
 async def run_demo(

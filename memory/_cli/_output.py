@@ -77,15 +77,15 @@ def _one_line(text: str, width: int = _TEXT_WIDTH) -> str:
 
 
 def items_text(items: Sequence[MemoryItem]) -> str:
-    """One line per memory: id, tier, subject, status, date, text (and score for a recall)."""
+    """One line per memory: id, tier, subject, status, date, text (and score for a recall); what no longer
+    holds is marked "(past, until DATE)" before its text."""
     if not items:
         return "(no memories)"
     rows = []
     for item in items:
         score = [f"{item.score:.3f}"] if isinstance(item, RankedMemoryItem) else []
-        rows.append(
-            [*score, item.id, item.tier, item.subject, _status(item), _day(item.created_at), _one_line(item.text)]
-        )
+        text = " ".join(filter(None, [item.past_mark(), _one_line(item.text)]))
+        rows.append([*score, item.id, item.tier, item.subject, _status(item), _day(item.created_at), text])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]]) for row in rows)
 
@@ -101,6 +101,8 @@ def item_text(item: MemoryItem) -> str:
         f"updated:     {item.updated_at.isoformat()}",
         f"text:        {item.text}",
     ]
+    if past := item.past_mark():
+        lines.append(f"past:        {past}")
     if item.provenance:
         lines.append(f"provenance:  {', '.join(item.provenance)}")
     lines += [f"{key + ':':<12} {value}" for key, value in item.metadata.items() if value not in (None, "", [], {})]

@@ -29,23 +29,12 @@ def approx_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-def _past(item: MemoryItem) -> str:
-    """``(past, until 2026-03-16)`` for what no longer holds: a superseded fact, a turn whose facts were all
-    superseded, a closed edge. Shown rather than left out: it answers "where did I work before?", and
-    recall already ranks it below what replaced it."""
-    meta = item.metadata
-    ended = meta.get("superseded") or meta.get("current") is False or (item.tier == "semantic" and meta.get("valid_to"))
-    if not ended:
-        return ""
-    until = meta.get("valid_to")
-    return f"(past, until {until[:10]}) " if isinstance(until, str) else "(past) "
-
-
 def _line(item: MemoryItem) -> str:
     when = ""
     if item.tier == "episodic":
         when = f"{item.metadata.get('started_at', item.created_at.isoformat())[:10]} "
-    return f"- {when}{_past(item)}[{item.subject}] {escape(item.text)}"
+    past = item.past_mark()  # shown rather than left out: it answers "where did I work before?"
+    return f"- {when}{past + ' ' if past else ''}[{item.subject}] {escape(item.text)}"
 
 
 def render_context(

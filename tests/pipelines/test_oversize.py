@@ -20,6 +20,7 @@ from tiermem.pipelines import (
     Budget,
     LLMStages,
     RulesStages,
+    consolidate_episodes,
     consolidation_parts,
     encode_session,
     observe_turn,
@@ -258,3 +259,32 @@ async def test_a_megabyte_turn_does_not_block_its_session(store_path: str) -> No
     assert max(c.input_tokens for c in fake.calls) <= WINDOW
     megabyte = message_tokens(fake.model, [{"role": "user", "content": MEGABYTE}])
     assert sum(c.input_tokens for c in fake.calls) < megabyte / 5  # never sent whole, nor all of it in pieces
+
+
+async def test_a_batch_cut_into_parts_keeps_each_parts_in_batch_updates() -> None:
+    """Each part's answer numbers its own operations ("#1" is its first): joined, each update still changes
+    the fact its own part added, and that fact is kept as history."""
+
+    def reply(messages: Messages, call: AnyCall) -> dict[str, Any]:
+        ops: list[dict[str, Any]] = []
+        for e in call.inputs.episodes:
+            ops.append({"op": "add", "subject": "user", "text": f"Export {e.id} lives in bucket A."})
+            ops.append({"op": "update", "subject": "user", "target_id": f"#{len(ops)}",
+                        "text": f"Export {e.id} lives in bucket B.", "source_episode_ids": [e.id]})  # fmt: skip
+        return {"operations": ops}
+
+    fake = FunctionModel(reply, context_window=WINDOW)
+    episodes = [Episode(id=f"ep_{i}", namespace="default", user_id="u-1", session_id=f"s-{i}",
+                        summary=MEGABYTE[i * 1200 : (i + 1) * 1200], started_at=NOW, ended_at=NOW, created_at=NOW,
+                        updated_at=NOW) for i in range(6)]  # fmt: skip
+
+    plan = await consolidate_episodes(
+        LLMStages(LLM(fake.model)), ctx=CTX, episodes=episodes, existing=[], user_names=[], aliases={},
+        relations=None, now=NOW,
+    )  # fmt: skip
+
+    assert len(fake.calls) > 1 and not plan.refused
+    facts = {f.text: f for f in plan.facts.values()}
+    for e in episodes:
+        old, new = facts[f"Export {e.id} lives in bucket A."], facts[f"Export {e.id} lives in bucket B."]
+        assert (old.status, old.superseded_by, new.status) == ("superseded", new.id, "active")
