@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from tiermem import InvalidArgumentError, MemoryContext, MemoryItem, MemorySystem, system
 from tiermem.memory._cli._main import cli
-from tiermem.memory._when import TimeWindow, time_mention
+from tiermem.memory._when import TimeWindow, Unit, time_mention, time_mentions
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
 NOW = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)  # a Friday
@@ -59,6 +59,11 @@ def _d(month: int, day: int, year: int = 2026) -> datetime:
         ("this year", _d(1, 1), None, ""),
         ("last year", _d(1, 1, 2025), _d(1, 1, 2026), ""),
         ("this morning", _d(12, 4), _d(12, 5), ""),
+        ("what did I say since last week", _d(11, 23), None, "what did I say"),  # opened by its preposition
+        ("anything before yesterday evening?", None, _d(12, 3), "anything ?"),
+        ("in the past week", _d(11, 27), None, ""),  # seven days to now, not the calendar week
+        ("what did we do this past weekend", _d(11, 28), _d(11, 30), "what did we do"),
+        ("notes from last week's meeting", _d(11, 23), _d(11, 30), "notes from meeting"),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )
@@ -85,6 +90,45 @@ def test_time_phrases_resolve_against_now(text: str, since: datetime | None, unt
 )
 def test_no_time_is_read_into_other_words(text: str) -> None:
     assert time_mention(text, NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "since", "until"),
+    [
+        ("tomorrow", "day", _d(12, 5), _d(12, 6)),
+        ("the day after tomorrow", "day", _d(12, 6), _d(12, 7)),
+        ("next week", "week", _d(12, 7), _d(12, 14)),
+        ("next weekend", "weekend", _d(12, 12), _d(12, 14)),
+        ("this weekend", "weekend", _d(12, 5), _d(12, 7)),  # the weekend of this calendar week
+        ("next month", "month", _d(1, 1, 2027), _d(2, 1, 2027)),
+        ("next year", "year", _d(1, 1, 2027), _d(1, 1, 2028)),
+        ("next Friday", "day", _d(12, 11), _d(12, 12)),  # said on a Friday: the coming one
+        ("this Monday", "day", _d(11, 30), _d(12, 1)),
+        ("this Sunday", "day", _d(12, 6), _d(12, 7)),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_future_words_name_their_period(text: str, unit: Unit, since: datetime, until: datetime) -> None:
+    found = time_mention(text, NOW)
+    assert found is not None and found.relative
+    assert (found.unit, found.period) == (unit, TimeWindow(since=since, until=until))
+
+
+def test_every_mention_is_found_with_what_it_names() -> None:
+    text = "Since last week, tomorrow, a few days ago, in May, on Monday, next month's trip, the past 3 weeks"
+    found = [
+        (text[m.start : m.end], m.unit, m.relative, m.period, m.preposition, m.possessive)
+        for m in time_mentions(text, NOW)
+    ]
+    assert found == [
+        ("last week", "week", True, TimeWindow(since=_d(11, 23), until=_d(11, 30)), "since", False),
+        ("tomorrow", "day", True, TimeWindow(since=_d(12, 5), until=_d(12, 6)), None, False),
+        ("a few days ago", "day", True, None, None, False),  # a span of days, no one date
+        ("in May", "month", False, TimeWindow(since=_d(5, 1), until=_d(6, 1)), None, False),
+        ("on Monday", "day", False, TimeWindow(since=_d(11, 30), until=_d(12, 1)), None, False),
+        ("next month's", "month", True, TimeWindow(since=_d(1, 1, 2027), until=_d(2, 1, 2027)), None, True),
+        ("the past 3 weeks", "week", True, None, None, False),
+    ]
 
 
 # -- through the store ---------------------------------------------------------------------

@@ -36,10 +36,20 @@ SUNDAY = datetime(2026, 3, 8, 10, 0, tzinfo=UTC)
         ("Next month's trip is booked.", MONDAY, "Next month's trip is booked."),
         ("I was sick a few days ago.", MONDAY, "I was sick a few days ago."),
         ("I moved here recently.", MONDAY, "I moved here recently."),
+        ("I met Ana on March 3rd and moved in May, on Monday.", MONDAY,
+         "I met Ana on March 3rd and moved in May, on Monday."),
+        ("I've been tired the past week.", MONDAY, "I've been tired the past week."),
+        ("I arrived the day before yesterday and leave the day after tomorrow.", MONDAY,
+         "I arrived on 28 February 2026 and leave on 4 March 2026."),
+        ("We hiked this past weekend.", MONDAY, "We hiked on the weekend of 28 February 2026."),
+        ("I called her yesterday evening.", MONDAY, "I called her on 1 March 2026."),
+        ("Throughout next year I study.", MONDAY, "Throughout 2027 I study."),
     ],
     ids=["yesterday", "days-ago", "couple-of-days-starting", "weeks-ago-digits", "last-week", "next-month",
          "next-month-new-year", "since-last-year", "last-weekend", "last-weekend-on-sunday", "next-weekday",
-         "last-weekday-same-day", "today-starting", "two-in-one", "possessive-kept", "vague-kept", "recently-kept"],
+         "last-weekday-same-day", "today-starting", "two-in-one", "possessive-kept", "vague-kept", "recently-kept",
+         "calendar-kept", "past-week-kept", "day-before-and-after", "this-past-weekend", "part-of-day",
+         "other-preposition"],
 )  # fmt: skip
 def test_relative_time_is_resolved_against_the_turn(said: str, at: datetime, resolved: str) -> None:
     assert resolve_relative_time(said, at) == resolved
