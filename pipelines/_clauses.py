@@ -41,7 +41,8 @@ _PREDICATE_START = words(
     five six seven eight nine ten it them him her me us every each no"""
 )
 _SUBJECT = re.compile(
-    rf"^(?P<subject>(?P<first>I|We)(?:'m|'ve|'re| am| have| are)?|[Tt]he user(?:{WE_COMPANY})?|[A-Z][a-z]+(?= [a-z]))\s+"
+    rf"^(?P<subject>(?P<first>I|We)(?:'m|'ve|'re| am| have| are)?|[Tt]he user(?:{WE_COMPANY})?"
+    r"|[A-Z][a-z]+(?= [a-z]))\s+"
 )
 _JOINT = re.compile(r",?\s+(?:and|but)\s+|,\s+")
 

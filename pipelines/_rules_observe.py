@@ -66,9 +66,7 @@ def _whose(holder: str | None, speaker: str, owner: str, aliases: Mapping[str, s
     return subject, owner if subject == speaker else "the user" if subject == USER else holder
 
 
-def _relative(
-    sentence: str, speaker: str, owner: str, aliases: Mapping[str, str], we: str
-) -> tuple[str, str] | None:
+def _relative(sentence: str, speaker: str, owner: str, aliases: Mapping[str, str], we: str) -> tuple[str, str] | None:
     """A sentence about a named relative, about that person: "My brother Tom ...", "Moni's brother Tom ..."."""
     m = MY_REL_START.match(sentence) or NAMED_REL_START.match(sentence)
     if m is None or m["name"].split()[0] in STARTERS or re.match(r"(?i)and (?:I|me)\b", m["rest"]):

@@ -26,6 +26,7 @@ __all__ = [
     "OWNER_REL",
     "PLACES",
     "RELATIONS",
+    "REL_MOD",
     "REVEALS",
     "SECOND_PERSON",
     "STARTERS",
@@ -113,6 +114,8 @@ RELATIONS: dict[str, str] = {
 COUPLES = frozenset({"married to", "partner of", "engaged to"})
 _REL = "|".join(sorted(map(re.escape, RELATIONS), key=len, reverse=True))
 _MOD = r"(?:(?:best|old|older|younger|little|big|new|close|good|dear|eldest|oldest|youngest|twin|step)\s+)?"
+REL_MOD = _MOD
+"""What may stand before a relation word: "best" friend, "older" brother."""
 _NAME = r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?"
 _OWNER = r"(?P<owner>\b[Tt]he user's|\b[A-Z][a-z]+'s|\b[Mm]y|\b[Oo]ur)"
 MY_REL_START = re.compile(

@@ -66,7 +66,7 @@ from typing import Literal
 
 from tiermem.memory._records import Fact
 
-from ._companions import WE_COMPANY
+from ._companions import WE_COMPANY, for_one
 from ._sentences import STARTERS, strip_apposition
 
 __all__ = ["PATTERNS", "Claim", "claims_of", "restated", "supersession"]
@@ -153,7 +153,9 @@ _KEYWORDS = frozenset(
 ) - {"new", "the", "de", "an"}
 _ADVERB = r"(?:now|just|recently|finally|also|currently|officially|actually|already|still|then|eventually)"
 # "The user and Moni moved to Porto" (from "we", see _companions) is the user's move as well.
-_HEAD = re.compile(rf"^(?P<who>[Tt]he user|[A-Z][a-z]+(?: [A-Z][a-z]+)?)(?:{WE_COMPANY})?\s+(?:{_ADVERB},?\s+)*")
+_HEAD = re.compile(
+    rf"^(?P<who>[Tt]he user|[A-Z][a-z]+(?: [A-Z][a-z]+)?)(?P<company>{WE_COMPANY})?\s+(?:{_ADVERB},?\s+)*"
+)
 # Where a sentence starts a new clause about its subject: "..., and the user has two dogs".
 _CLAUSES = re.compile(r"(?:\s*[,;]?\s+(?:and|but|while|so)\s+|\s*[,;]\s+)(?=the user\b(?!'s))", re.IGNORECASE)
 _APPOSITION = re.compile(r"^(?P<who>[A-Z][a-z]+(?: [A-Z][a-z]+)?, (?:[Tt]he user's|[A-Z][a-z]+'s) [^,]+,) ")
@@ -266,6 +268,7 @@ def _clause_claims(text: str) -> list[Claim]:
         return []
     rest = re.sub(r"[A-Z]{2,}", lambda w: w[0].lower() if w[0].lower() in _KEYWORDS else w[0], bare[head.end() :])
     rest = rest.rstrip(" .!?")
+    rest = for_one(rest) if head["company"] else rest  # "the user and Moni live in Porto": the user lives there
     found: list[Claim] = []
     for attribute, patterns in _COMPILED.items():
         for role, pattern in patterns:
