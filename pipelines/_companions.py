@@ -42,7 +42,8 @@ _MOD = REL_MOD
 # One companion: "my wife Moni", "my brother", "my friends", or a name ("Tom").
 _ONE = rf"(?:[Mm]y\s+{_MOD}(?:{_KIN})s?\b(?:,?\s+{_NAME}\b)?|{_NAME}\b)"
 _ONE_RE = re.compile(rf"[Mm]y\s+{_MOD}(?P<kin>{_KIN})(?P<s>s?)\b(?:,?\s+(?P<named>{_NAME})\b)?|(?P<name>{_NAME})\b")
-_LIST = rf"{_ONE}(?:\s*,\s*{_ONE})*(?:,?\s+and\s+{_ONE})?"
+# A list of up to six: bounded, so a long run of names costs linear time (a longer one is "others" anyway).
+_LIST = rf"{_ONE}(?:\s*,\s*{_ONE}){{0,4}}(?:,?\s+and\s+{_ONE})?"
 _MENTIONS = re.compile(
     rf"(?P<before>{_LIST}),?\s+and\s+(?:I|[Mm]e)\b"  # "Tom and I", "Ann, Bob and I"
     rf"|\b(?:I|[Mm]e)\s+and\s+(?P<after>{_LIST})"  # "me and my friends"
