@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from ._companions import WE_COMPANY
 from ._sentences import ADVERBS, STARTERS, words
 
 __all__ = ["coordinated"]
@@ -40,7 +41,8 @@ _PREDICATE_START = words(
     five six seven eight nine ten it them him her me us every each no"""
 )
 _SUBJECT = re.compile(
-    r"^(?P<subject>(?P<first>I|We)(?:'m|'ve|'re| am| have| are)?|[Tt]he user(?: and others)?|[A-Z][a-z]+(?= [a-z]))\s+"
+    rf"^(?P<subject>(?P<first>I|We)(?:'m|'ve|'re| am| have| are)?|[Tt]he user(?:{WE_COMPANY})?"
+    r"|[A-Z][a-z]+(?= [a-z]))\s+"
 )
 _JOINT = re.compile(r",?\s+(?:and|but)\s+|,\s+")
 

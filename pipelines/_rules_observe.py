@@ -15,6 +15,7 @@ from tiermem.prompts import observe as observe_prompt
 from tiermem.prompts import observe_window as window_prompt
 
 from ._clauses import coordinated
+from ._companions import we_company
 from ._relative_time import resolve_relative_time
 from ._sentences import (
     HEALTH,
@@ -65,7 +66,7 @@ def _whose(holder: str | None, speaker: str, owner: str, aliases: Mapping[str, s
     return subject, owner if subject == speaker else "the user" if subject == USER else holder
 
 
-def _relative(sentence: str, speaker: str, owner: str, aliases: Mapping[str, str]) -> tuple[str, str] | None:
+def _relative(sentence: str, speaker: str, owner: str, aliases: Mapping[str, str], we: str) -> tuple[str, str] | None:
     """A sentence about a named relative, about that person: "My brother Tom ...", "Moni's brother Tom ..."."""
     m = MY_REL_START.match(sentence) or NAMED_REL_START.match(sentence)
     if m is None or m["name"].split()[0] in STARTERS or re.match(r"(?i)and (?:I|me)\b", m["rest"]):
@@ -75,7 +76,7 @@ def _relative(sentence: str, speaker: str, owner: str, aliases: Mapping[str, str
     if person is None or whose is None or person in {speaker, whose[0]}:
         return None
     rel = f"{m['mod'] or ''}{m['rel']}".lower()
-    rest = rewrite_first_person(m["rest"], owner)
+    rest = rewrite_first_person(m["rest"], owner, we)
     if m["poss"]:
         return person, f"{whose[1]}'s {rel} {m['name']}'s {rest}"
     if rest.strip(" .!?"):
@@ -83,9 +84,12 @@ def _relative(sentence: str, speaker: str, owner: str, aliases: Mapping[str, str
     return person, f"{m['name']} is {whose[1]}'s {rel}."
 
 
-def _attribute(sentence: str, speaker: str, owner: str, aliases: Mapping[str, str], known: set[str]) -> tuple[str, str]:
-    """(subject, third-person text) of one sentence said by ``speaker`` (called ``owner`` in text)."""
-    relative = _relative(sentence, speaker, owner, aliases)
+def _attribute(
+    sentence: str, speaker: str, owner: str, aliases: Mapping[str, str], known: set[str], we: str
+) -> tuple[str, str]:
+    """(subject, third-person text) of one sentence said by ``speaker`` (called ``owner`` in text), whose
+    "we" is ``owner`` and ``we``."""
+    relative = _relative(sentence, speaker, owner, aliases, we)
     if relative is not None:
         return relative
     lead = leading_name(sentence)
@@ -93,9 +97,9 @@ def _attribute(sentence: str, speaker: str, owner: str, aliases: Mapping[str, st
         subject = lead_subject(lead[0], aliases, known)
         subject = subject_of(lead[0].split()[0], aliases) if subject is None and lead[1] else subject
         if subject is not None:
-            return subject, rewrite_first_person(sentence, owner)
+            return subject, rewrite_first_person(sentence, owner, we)
     if has_first_person(sentence):
-        return speaker, rewrite_first_person(sentence, owner)
+        return speaker, rewrite_first_person(sentence, owner, we)
     return speaker, f"{owner} said: {sentence}"
 
 
@@ -111,7 +115,7 @@ def _speaker(name: str | None, aliases: Mapping[str, str]) -> tuple[str, str] | 
 
 
 def _observe_sentence(
-    raw: str, speaker: tuple[str, str], aliases: Mapping[str, str], known: set[str], names: set[str]
+    raw: str, speaker: tuple[str, str], aliases: Mapping[str, str], known: set[str], names: set[str], we: str
 ) -> observe_prompt.Observation | None:
     sentence = strip_greeting(raw)
     words = [w for w in content_words(sentence) if w not in names]  # "Agreed, Caroline!" is small talk
@@ -125,9 +129,9 @@ def _observe_sentence(
     if SECOND_PERSON.search(sentence) and not has_first_person(sentence):
         return None  # about the listener ("You're so inspiring!"), not the speaker
     if question:
-        text = f"{owner} asked: {rewrite_first_person(sentence, owner)}"
+        text = f"{owner} asked: {rewrite_first_person(sentence, owner, we)}"
     else:
-        subject, text = _attribute(sentence, subject, owner, aliases, known)
+        subject, text = _attribute(sentence, subject, owner, aliases, known, we)
     kind = kind_of(sentence)
     salience = salience_of(sentence, kind, words)
     text = ensure_period(text)
@@ -145,17 +149,24 @@ def observe(inputs: observe_prompt.Input) -> observe_prompt.Output:
     known = set(inputs.known_subjects)
     names = {n.lower() for m in inputs.messages if m.name for n in m.name.split()} | {n.split()[0] for n in aliases}
     found: list[observe_prompt.Observation] = []
-    for message in inputs.messages:
-        speaker = _speaker(message.name, aliases) if message.role == "user" else None
-        if speaker is None:
-            continue
-        # One observation per thing said: "I live in Porto and work at Farfetch" is two (see _clauses);
-        # relative time words dated as said ("last week" -> "in the week of 2 March 2026").
-        said = split_sentences(resolve_relative_time(message.content, inputs.now))
-        for part in (p for raw in said for p in coordinated(strip_greeting(raw))):
-            obs = _observe_sentence(part, speaker, aliases, known, names)
-            if obs is not None and all(o.text != obs.text for o in found):
-                found.append(obs)
+    said_by = [
+        # relative time words dated as said ("last week" -> "in the week of 2 March 2026")
+        (speaker, split_sentences(resolve_relative_time(m.content, inputs.now)))
+        for m in inputs.messages
+        if (speaker := _speaker(m.name, aliases) if m.role == "user" else None) is not None
+    ]
+    turn: dict[tuple[str, str], list[str]] = {}  # each speaker's sentences: "we" may be named in another one
+    for speaker, said in said_by:
+        turn.setdefault(speaker, []).extend(said)
+    for speaker, said in said_by:
+        own = set(aliases) if speaker[0] == USER else {speaker[1].lower()}
+        for raw in said:
+            we = we_company(raw, turn[speaker], own)
+            # One observation per thing said: "I live in Porto and work at Farfetch" is two (see _clauses).
+            for part in coordinated(strip_greeting(raw)):
+                obs = _observe_sentence(part, speaker, aliases, known, names, we)
+                if obs is not None and all(o.text != obs.text for o in found):
+                    found.append(obs)
     if len(found) > _MAX_OBSERVATIONS:
         keep = sorted(sorted(range(len(found)), key=lambda i: (-found[i].salience, i))[:_MAX_OBSERVATIONS])
         found = [found[i] for i in keep]

@@ -26,6 +26,7 @@ __all__ = [
     "OWNER_REL",
     "PLACES",
     "RELATIONS",
+    "REL_MOD",
     "REVEALS",
     "SECOND_PERSON",
     "STARTERS",
@@ -113,6 +114,8 @@ RELATIONS: dict[str, str] = {
 COUPLES = frozenset({"married to", "partner of", "engaged to"})
 _REL = "|".join(sorted(map(re.escape, RELATIONS), key=len, reverse=True))
 _MOD = r"(?:(?:best|old|older|younger|little|big|new|close|good|dear|eldest|oldest|youngest|twin|step)\s+)?"
+REL_MOD = _MOD
+"""What may stand before a relation word: "best" friend, "older" brother."""
 _NAME = r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?"
 _OWNER = r"(?P<owner>\b[Tt]he user's|\b[A-Z][a-z]+'s|\b[Mm]y|\b[Oo]ur)"
 MY_REL_START = re.compile(
@@ -176,11 +179,11 @@ _FIRST_PERSON_RULES: list[tuple[re.Pattern[str], str | None]] = [
         (rf"\bI\b((?:\s+(?:{_ADVERB_RUN}))*)\s+([a-z]+(?:'[a-z]+)?)\b", None),
         (r"\bI\b|\bme\b|\bmyself\b", ""),
         (r"\b[Mm]y\b|\bmine\b|\b[Oo]ur\b|\bours\b", "'s"),
-        (r"\b[Ww]e\s*'re\b", " and others are"),
-        (r"\b[Ww]e\s*'ve\b", " and others have"),
-        (r"\b[Ww]e\s*'ll\b", " and others will"),
-        (r"\b[Ww]e\s*'d\b", " and others would"),
-        (r"\b[Ww]e\b|\bus\b", " and others"),
+        (r"\b[Ww]e\s*'re\b", " and {we} are"),
+        (r"\b[Ww]e\s*'ve\b", " and {we} have"),
+        (r"\b[Ww]e\s*'ll\b", " and {we} will"),
+        (r"\b[Ww]e\s*'d\b", " and {we} would"),
+        (r"\b[Ww]e\b|\bus\b", " and {we}"),
     ]
 ]
 
@@ -241,24 +244,28 @@ def third_person(verb: str) -> str:
     return verb + "s"
 
 
-def rewrite_first_person(text: str, owner: str = "the user") -> str:
+def rewrite_first_person(text: str, owner: str = "the user", we: str = "others") -> str:
     """Rewrite a first-person sentence about ``owner``: "I love my dog" -> "the user loves the user's dog".
 
-    ``owner`` is "the user" for the primary user or a name ("Melanie") for another speaker. The verb
+    ``owner`` is "the user" for the primary user or a name ("Melanie") for another speaker; "we" and "us"
+    become "<owner> and <we>" ("Moni", "their family", "others": see :mod:`._companions`). The verb
     right after "I" (past adverbs like "really") gets a third-person ending. The first letter is left
     as is (the text may be the tail of a sentence); :func:`ensure_period` capitalises.
     """
     out = text.replace("\u2019", "'")
-    for pattern, replacement in _rewrites(owner):
+    for pattern, replacement in _rewrites(owner, we):
         out = pattern.sub(replacement, out)
     return out
 
 
-def _rewrites(o: str) -> list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]]:
+def _rewrites(o: str, we: str) -> list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]]:
     def verb(m: re.Match[str]) -> str:
         return f"{o}{m.group(1)} {third_person(m.group(2))}"
 
-    return [(pattern, f"{o}{suffix}" if isinstance(suffix, str) else verb) for pattern, suffix in _FIRST_PERSON_RULES]
+    return [
+        (pattern, f"{o}{suffix.format(we=we)}" if isinstance(suffix, str) else verb)
+        for pattern, suffix in _FIRST_PERSON_RULES
+    ]
 
 
 def leading_name(sentence: str) -> tuple[str, bool] | None:

@@ -7,7 +7,7 @@ a role. A new claim that contradicts an existing fact of the same subject and at
 ("The user no longer works at Acme Corp."), so that an edge the old fact supported closes with it:
 "The user lives in Lisbon (moved there last month)." supersedes "The user lives in Berlin.".
 
-A sentence is read from its grammatical subject: "The user", "The user and others" (from "we") or a
+A sentence is read from its grammatical subject: "The user", "The user and Moni" (from "we") or a
 name ("Ana" once "Ana, the user's sister," is set aside). "The user's friend moved to Rome" states
 nothing about the user's residence, and "The user used to live in Paris" states nothing current.
 
@@ -39,9 +39,10 @@ count-of-X  has (got) N X (now); got / adopted / bought / had a second  state / 
 ==========  ==========================================================  ====================================
 
 Verbs are matched in any case ("I LEFT ACME CORP"); contractions arrive expanded by the observer
-("I'm" -> "is", "I've" -> "has", "we" -> "the user and others"); a leading "Big news:" is skipped; a
-sentence of several clauses about its subject ("..., and the user has two dogs") gives one claim per
-clause, and a fact that said several things keeps the clauses that did not change.
+("I'm" -> "is", "I've" -> "has", "we" -> "the user and Moni", "... and their family", "... and others");
+a leading "Big news:" is skipped; a sentence of several clauses about its subject ("..., and the user
+has two dogs") gives one claim per clause, and a fact that said several things keeps the clauses that
+did not change.
 
 Not recognised (an LLM consolidator would be needed): a change stated without its subject ("Moved to
 Lisbon!"); places and employers written in lower case ("moved to the countryside"); a home or job
@@ -65,6 +66,7 @@ from typing import Literal
 
 from tiermem.memory._records import Fact
 
+from ._companions import WE_COMPANY, for_one
 from ._sentences import STARTERS, strip_apposition
 
 __all__ = ["PATTERNS", "Claim", "claims_of", "restated", "supersession"]
@@ -150,7 +152,10 @@ _KEYWORDS = frozenset(
     for w in re.findall(r"[a-z]{2,}", re.sub(r"\\[a-zA-Z]|\?P<\w+>", " ", p))
 ) - {"new", "the", "de", "an"}
 _ADVERB = r"(?:now|just|recently|finally|also|currently|officially|actually|already|still|then|eventually)"
-_HEAD = re.compile(rf"^(?P<who>[Tt]he user|[A-Z][a-z]+(?: [A-Z][a-z]+)?)(?P<others> and others)?\s+(?:{_ADVERB},?\s+)*")
+# "The user and Moni moved to Porto" (from "we", see _companions) is the user's move as well.
+_HEAD = re.compile(
+    rf"^(?P<who>[Tt]he user|[A-Z][a-z]+(?: [A-Z][a-z]+)?)(?P<company>{WE_COMPANY})?\s+(?:{_ADVERB},?\s+)*"
+)
 # Where a sentence starts a new clause about its subject: "..., and the user has two dogs".
 _CLAUSES = re.compile(r"(?:\s*[,;]?\s+(?:and|but|while|so)\s+|\s*[,;]\s+)(?=the user\b(?!'s))", re.IGNORECASE)
 _APPOSITION = re.compile(r"^(?P<who>[A-Z][a-z]+(?: [A-Z][a-z]+)?, (?:[Tt]he user's|[A-Z][a-z]+'s) [^,]+,) ")
@@ -263,6 +268,7 @@ def _clause_claims(text: str) -> list[Claim]:
         return []
     rest = re.sub(r"[A-Z]{2,}", lambda w: w[0].lower() if w[0].lower() in _KEYWORDS else w[0], bare[head.end() :])
     rest = rest.rstrip(" .!?")
+    rest = for_one(rest) if head["company"] else rest  # "the user and Moni live in Porto": the user lives there
     found: list[Claim] = []
     for attribute, patterns in _COMPILED.items():
         for role, pattern in patterns:
