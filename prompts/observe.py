@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tiermem.memory._records import MAX_KEYS, Message, ModelKeys
 from tiermem.memory._stage import ChatMessages, Stage
 
-VERSION = "observe-v2"
+VERSION = "observe-v3"
 Kind = Literal["fact", "preference", "event", "plan", "relationship", "other"]
 
 
@@ -55,6 +55,12 @@ Retrieval keys: give each observation up to {max_keys} "keys", short lowercase b
 synonyms a later question may use instead of its words, never words already in the text:
 "The user is allergic to peanuts." -> keys ["nuts", "food allergy", "health"]; "Moni does
 kickboxing." -> keys ["martial arts", "sport", "exercise"]. Keys are searched, never shown.
+
+Time and company: write dates, never relative time words. "Last week", "yesterday", "two days ago"
+become the date or period they name, counted from when the turn happened ("we moved there last
+week" said on 2026-03-09 -> "in the week of 2 March 2026"); drop a relative word you cannot date.
+"We" is the user and whoever the turn says they are with ("My wife Moni is allergic to shellfish, so
+we never order paella." -> "The user and Moni never order paella."), else "the user and others".
 
 Salience: 0.9 for lasting facts (health, family, work, strong preferences), 0.6 for plans and
 events, 0.3 for small talk. Skip greetings, thanks and the assistant's own suggestions.

@@ -21,7 +21,7 @@ from tiermem.memory._stage import ChatMessages, Stage
 
 from . import observe
 
-VERSION = "observe-window-v1"
+VERSION = "observe-window-v2"
 MAX_PER_TURN = 20
 """At most this many observations of one turn (as :class:`observe.Output` allows for a turn alone)."""
 

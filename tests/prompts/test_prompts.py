@@ -60,8 +60,8 @@ def test_every_prompt_module_has_one_stage() -> None:
     assert set(prompts.__all__) == {"STAGES", "Stage", *(m.__name__.rsplit(".", 1)[1] for m in MODULES)}
     assert tuple(m.STAGE for m in MODULES) == prompts.STAGES
     assert {s.version for s in prompts.STAGES} == {
-        "observe-v2",
-        "observe-window-v1",
+        "observe-v3",
+        "observe-window-v2",
         "encode-episode-v1",
         "consolidate-v3",
         "encode-consolidate-v2",
@@ -98,6 +98,8 @@ def test_observe_render() -> None:
     assert "display names: Sam" in system["content"]
     assert "Known subjects so far: user, moni." in system["content"]
     assert "2026-03-01T09:00:00+00:00" in system["content"]
+    assert "write dates, never relative time words" in system["content"]  # issue 32 item 5, the model path
+    assert '"We" is the user and whoever the turn says they are with' in system["content"]
     assert user["content"] == "Turn:\nuser: My wife Moni is allergic to shellfish.\nassistant: I'll remember that."
 
 
@@ -141,6 +143,7 @@ def test_observe_window_render() -> None:
     system, user = _render(observe_window, turns=turns, user_names=["Sam"], known_subjects=["user", "moni"])
 
     assert 'never file a fact about Moni under "user"' in system["content"]
+    assert "write dates, never relative time words" in system["content"]
     assert "display names: Sam" in system["content"] and "Known subjects so far: user, moni." in system["content"]
     assert (
         '"turn": 2 for\nTurn 2' in system["content"]
