@@ -200,7 +200,9 @@ def _write(
     try:
         # One write ranks each session's entries by decayed salience as turn-by-turn writes would: the ranking
         # (salience halving per turn of age) orders two entries alike whatever the current turn.
-        tiers.add_working_entries(ctx, [e for _, entries in observed for e in entries])
+        tiers.add_working_entries(
+            ctx, [e for _, entries in observed for e in entries], observed=[t for t, _ in observed]
+        )
         done = [t.model_copy(update={**NO_ERROR, "status": "observed", "attempts": t.attempts + 1})
                 for t, _ in observed]  # fmt: skip
     except (ModelError, EmbedderError) as exc:  # the embedder: every turn of the sessions waits, as in capture

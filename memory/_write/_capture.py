@@ -237,7 +237,7 @@ class Capture:
             observed = await observe_turn(
                 self.stages, turn=turn, user_names=names, aliases=aliases, known_subjects=known
             )
-            entries = await run_blocking(self.tiers.add_working_entries, ctx, observed.entries)
+            entries = await run_blocking(self.tiers.add_working_entries, ctx, observed.entries, observed=[turn])
             done = turn.model_copy(update={**NO_ERROR, "status": "observed", "attempts": turn.attempts + 1})
             await run_blocking(self.tiers.put_turns, [done])
         except (ModelError, EmbedderError) as exc:
