@@ -26,6 +26,7 @@ from .._records import MemoryContext, Message, Turn, WorkingEntry
 from .._results import CaptureResult
 from .._retries import NO_ERROR, RetryPolicy, blocked, model_config
 from .._subjects import canonical_subject
+from .._text import loggable
 from .._tiers import Tiers, checked_context
 from .._transcripts import normalize_messages
 from ._background import BackgroundObserver
@@ -244,7 +245,9 @@ class Capture:
             config, now = model_config(self.stages), self.clock.now()
             failed = self.retries.failed(turn, exc, config=config, now=now, parked_status="failed")
             await run_blocking(self.tiers.journal, failed, replace=True)
-            log.warning("turn %s journaled, observation deferred (%s failure): %s", turn.id, error_kind(exc), exc)
+            log.warning(
+                "turn %s journaled, observation deferred (%s failure): %s", turn.id, error_kind(exc), loggable(exc)
+            )
             return CaptureResult(turn=failed, entries=[], deferred=True, error=str(exc), exception=exc)
         log.debug("turn %s observed: %d entries", turn.id, len(entries))
         return CaptureResult(turn=done, entries=entries)
