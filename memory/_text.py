@@ -1,5 +1,6 @@
 """Text normalisation, in one place: word tokens, English stop words, a light stemmer, content terms,
-and :func:`loggable`, the one way a value from outside (a client, a file, a model) reaches a log.
+:func:`encodable`, the check that a text from outside can be stored at all, and :func:`loggable`, the one
+way a value from outside (a client, a file, a model) reaches a log.
 
 Everything that compares words reads it from here: the ranking (a cue's informative words and how
 many of them a memory covers, pseudo-relevance feedback), the offline rules model (which words of
@@ -15,11 +16,14 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import TypedDict
 
+from ._errors import InvalidArgumentError
+
 __all__ = [
     "CHAT_WORDS",
     "FTS_CONFIG",
     "STOP_WORDS",
     "content_terms",
+    "encodable",
     "fold",
     "loggable",
     "split_sentences",
@@ -79,6 +83,17 @@ class FtsConfig(TypedDict):
 FTS_CONFIG: FtsConfig = {"language": "English", "stem": True, "remove_stop_words": True, "ascii_folding": True}
 
 _SUFFIXES = ("ing", "ed", "es", "s", "ly")
+
+
+def encodable(text: str, what: str = "text") -> str:
+    """``text`` if it is valid Unicode the store can write (UTF-8: no lone surrogate, as a JSON ``\\ud800``
+    escape can make), else InvalidArgumentError (a ValueError, so a pydantic validator reports it)."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidArgumentError(f"{what} has a lone surrogate at {exc.start}: not valid Unicode") from exc
+    return text
 
 
 LOG_LIMIT = 200

@@ -14,12 +14,12 @@ import dataclasses
 import logging
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from tiermem.pipelines import StageModel, observe_turn, observe_window, windows
 
 from .._blocking import run_blocking
-from .._clock import Clock
+from .._clock import Clock, utc
 from .._errors import EmbedderError, InvalidArgumentError, InvalidSubjectError, ModelError, error_kind
 from .._identity import capture_keys, turn_id
 from .._records import MemoryContext, Message, Turn, WorkingEntry
@@ -74,7 +74,7 @@ def turn_time(at: object) -> datetime | None:
         return None
     if not isinstance(at, datetime):
         raise InvalidArgumentError(f"at must be a datetime, not {type(at).__name__}")
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    return utc(at)
 
 
 def _key(value: object) -> str | None:
