@@ -224,10 +224,13 @@ def _lines(source: Source) -> Iterator[str]:
         return
     if isinstance(source, bytes | bytearray) or not isinstance(source, Iterable):
         raise InvalidArgumentError(f"source must be a path, a text file or lines, not {type(source).__name__}")
-    for line in source:
-        if not isinstance(line, str):
-            raise InvalidArgumentError(f"source must yield text lines, not {type(line).__name__}")
-        yield line
+    try:
+        for line in source:
+            if not isinstance(line, str):
+                raise InvalidArgumentError(f"source must yield text lines, not {type(line).__name__}")
+            yield line
+    except UnicodeDecodeError as exc:  # a text stream (stdin) of bytes that are not UTF-8
+        raise InvalidArgumentError(f"cannot read the export: {exc}") from exc
 
 
 class Portability:
@@ -317,7 +320,7 @@ class Portability:
                 raise InvalidArgumentError(f"line {number}: a {kind} of another user than the header's")
             for subject in _subjects(kind, rec):
                 if not is_canonical_subject(subject):
-                    raise InvalidArgumentError(f"line {number}: {subject!r} is not a canonical subject")
+                    raise InvalidArgumentError(f"line {number}: {subject[:80]!r} is not a canonical subject")
             records.append((kind, record))
         if header is None:
             raise InvalidArgumentError("the export is empty: no header line")
