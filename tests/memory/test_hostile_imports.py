@@ -112,7 +112,7 @@ HOSTILE: dict[str, Callable[[list[str]], list[str] | bytes]] = {
     "wrong-type": lambda lines: _fact(lines, _field("provenance", "5")),
     "year-1-with-an-offset": lambda lines: _fact(lines, _field("created_at", '"0001-01-01T00:00:00+05:00"')),
     "year-9999-behind-utc": lambda lines: _fact(lines, _field("updated_at", '"9999-12-31T23:00:00-05:00"')),
-    "duplicate-keys": lambda lines: _fact(lines, lambda line: line.replace('"kind": "fact"', '"kind": "fact", "kind": 1')),
+    "duplicate-keys": lambda ls: _fact(ls, lambda line: line.replace('"kind": "fact"', '"kind": 1, "kind": "fact"')),
     "truncated-last-line": lambda lines: [*lines[:-1], lines[-1][: len(lines[-1]) // 2]],
     "not-an-object": lambda lines: _fact(lines, lambda line: f"[{line}]"),
     "header-without-namespace": _header(lambda h: h.pop("namespace")),
