@@ -17,6 +17,7 @@ from tiermem.memory._decay import effective_confidence, turn_decay
 from tiermem.memory._errors import TiermemError, UserErasedError
 from tiermem.memory._options import HygieneOptions
 from tiermem.memory._records import Fact, MemoryContext
+from tiermem.memory._text import loggable
 from tiermem.pipelines import compact_subject
 
 from ._expiry import expire
@@ -231,7 +232,7 @@ async def _compact(
         try:
             plan = await compact_subject(mem.stages, ctx=ctx, subject=subject, facts=group, now=now)
         except TiermemError as exc:  # a failed merge leaves the facts as they were; next run retries
-            log.warning("janitor: compaction of %s/%s failed: %s", ctx.user_id, subject, exc)
+            log.warning("janitor: compaction of %s/%s failed: %s", ctx.user_id, loggable(subject), loggable(exc))
             report.compaction_failed += 1
             continue
         report.compaction_refused += plan.refused

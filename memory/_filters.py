@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
+from ._clock import utc
 from ._errors import InvalidArgumentError
 
 __all__ = [
@@ -42,7 +43,7 @@ def sql_timestamp(value: datetime) -> str:
     """A timezone-aware datetime as a DataFusion timestamp literal (UTC, microseconds)."""
     if not isinstance(value, datetime) or value.tzinfo is None:
         raise InvalidArgumentError(f"a timestamp filter needs an aware datetime, not {value!r}")
-    return "TIMESTAMP '" + value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") + "'"
+    return "TIMESTAMP '" + utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ") + "'"
 
 
 def fts_cue(text: str) -> str:

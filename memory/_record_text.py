@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._errors import InvalidArgumentError
 from ._records import Digest, Edge, Episode, Fact, Turn, WorkingEntry
+from ._text import encodable
 
 __all__ = ["EMBED_RECIPE", "MAX_TEXT", "Embedded", "checked_text", "embedded_text"]
 
@@ -35,4 +36,4 @@ def checked_text(value: object, what: str = "text") -> str:
         raise InvalidArgumentError(f"{what} must be a non-empty string")
     if len(value) > MAX_TEXT:
         raise InvalidArgumentError(f"{what} is longer than {MAX_TEXT} characters")
-    return " ".join(value.split())
+    return " ".join(encodable(value, what).split())

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from ._clock import utc
 from ._errors import ErrorKind
 from ._identity import Scope, fact_id
+from ._text import encodable
 
 __all__ = [
     "Alias",
@@ -88,12 +90,7 @@ ModelKeys = Annotated[
 """Retrieval keys in a model's output schema: normalised, a bad key dropped rather than failing the answer."""
 
 
-def _utc(value: datetime) -> datetime:
-    """Naive datetimes are taken as UTC so comparisons never mix naive and aware values."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-Instant = Annotated[datetime, AfterValidator(_utc)]
+Instant = Annotated[datetime, AfterValidator(utc)]
 """A record's datetime field: always aware, in UTC. On the datetime fields only, not a validator of
 every field: records are parsed on every recall, and a Python call per field doubled a fact's parse."""
 
@@ -126,6 +123,11 @@ class Message(_Record):
     role: Literal["user", "assistant", "system", "tool"] = Field(description="Who produced the message.")
     content: str = Field(description="The message text.")
     name: str | None = Field(default=None, description="Which person spoke, when known.")
+
+    @field_validator("content", "name")
+    @classmethod
+    def _encodable(cls, value: str | None) -> str | None:
+        return None if value is None else encodable(value, "message text")
 
 
 class Turn(_Record):
@@ -371,7 +373,7 @@ class Edge(_Record):
 
     def valid_at(self, when: datetime) -> bool:
         """Whether the edge held at ``when``: ``valid_from`` (else ``created_at``) <= when < ``valid_to``."""
-        when = _utc(when)
+        when = utc(when)
         start = self.valid_from or self.created_at
         return start <= when and (self.valid_to is None or when < self.valid_to)
 

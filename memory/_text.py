@@ -1,4 +1,6 @@
-"""Text normalisation, in one place: word tokens, English stop words, a light stemmer, content terms.
+"""Text normalisation, in one place: word tokens, English stop words, a light stemmer, content terms,
+:func:`encodable`, the check that a text from outside can be stored at all, and :func:`loggable`, the one
+way a value from outside (a client, a file, a model) reaches a log.
 
 Everything that compares words reads it from here: the ranking (a cue's informative words and how
 many of them a memory covers, pseudo-relevance feedback), the offline rules model (which words of
@@ -9,16 +11,21 @@ a sentence carry content), the benchmarks' lexical baselines and the store's ful
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import TypedDict
+
+from ._errors import InvalidArgumentError
 
 __all__ = [
     "CHAT_WORDS",
     "FTS_CONFIG",
     "STOP_WORDS",
     "content_terms",
+    "encodable",
     "fold",
+    "loggable",
     "split_sentences",
     "stem",
     "terms",
@@ -76,6 +83,36 @@ class FtsConfig(TypedDict):
 FTS_CONFIG: FtsConfig = {"language": "English", "stem": True, "remove_stop_words": True, "ascii_folding": True}
 
 _SUFFIXES = ("ing", "ed", "es", "s", "ly")
+
+
+def encodable(text: str, what: str = "text") -> str:
+    """``text`` if it is valid Unicode the store can write (UTF-8: no lone surrogate, as a JSON ``\\ud800``
+    escape can make), else InvalidArgumentError (a ValueError, so a pydantic validator reports it)."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidArgumentError(f"{what} has a lone surrogate at {exc.start}: not valid Unicode") from exc
+    return text
+
+
+LOG_LIMIT = 200
+"""Characters of one outside value a log line shows (before escaping)."""
+
+
+def loggable(value: object, limit: int = LOG_LIMIT) -> str:
+    """``value`` as it may enter a log line: cut to ``limit`` characters with a marker saying how many
+    more there were, then control, format and separator characters (newlines, bidi overrides, lone
+    surrogates) and backslashes escaped repr-style, so no value forges, splits or floods a line."""
+    text = value if isinstance(value, str) else str(value)
+    cut, more = text[:limit], len(text) - limit
+    shown = "".join(repr(c)[1:-1] if _unsafe(c) else c for c in cut)
+    return f"{shown}...[{more} more characters]" if more > 0 else shown
+
+
+def _unsafe(char: str) -> bool:
+    """A backslash, or a control, format, private, unassigned or surrogate character, or any separator but a space."""
+    return char == "\\" or (char != " " and unicodedata.category(char)[0] in "CZ")
 
 
 def fold(text: str) -> str:

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._errors import ConfigurationError, TiermemError
 from ._records import MemoryItem
+from ._text import loggable
 from ._tool_arguments import (
     MAX_ARGUMENT_BYTES,
     MAX_ARGUMENT_DEPTH,
@@ -376,6 +377,6 @@ class Toolset(Sequence[MemoryTool]):
             else:
                 envelope = await tool.call(_get(function, "arguments"))
         except Exception:
-            log.exception("tool call %r could not be read", call_id)
+            log.exception("tool call %s could not be read", loggable(call_id))
             envelope = error_envelope("the tool call could not be read")
         return {"role": "tool", "tool_call_id": call_id, "name": name, "content": json.dumps(envelope)}

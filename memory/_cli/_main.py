@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from .._errors import TiermemError
+from .._text import loggable
 from . import _change as _cli_change
 from . import _move as _cli_move
 from . import _read as _cli_read
@@ -29,7 +30,9 @@ __all__ = ["cli", "main"]
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
+    """The error as one bounded line of plain text: a message quoting a hostile file cannot flood or
+    rewrite the terminal."""
+    return loggable(" ".join(str(exc).split()), limit=2000) or type(exc).__name__
 
 
 _DIMS = "dimensions of a litellm embedding model"

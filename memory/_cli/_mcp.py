@@ -41,6 +41,7 @@ from pydantic import BaseModel, ValidationError
 from .._errors import ConfigurationError
 from .._read import MemoryCapability, create_memory_capability
 from .._records import MemoryContext
+from .._text import loggable
 from .._tools import MemoryTool, ToolSpec, error_envelope, tool_spec
 from .._write import Forget, ForgetArguments, RememberArguments, agent_tools
 
@@ -168,10 +169,10 @@ class _Memory:
             else:
                 envelope = await served[1].call(params.arguments)  # never raises; bounds size and depth
         except Exception:  # building the tools failed: still an envelope, never a crashed request
-            log.exception("tool %s failed", params.name)
+            log.exception("tool %s failed", loggable(params.name))
             envelope = error_envelope(f"{params.name[:80]} failed: internal error (logged); try again later")
         if not envelope["ok"]:
-            log.info("tool %s refused: %s", params.name, envelope["error"])
+            log.info("tool %s refused: %s", loggable(params.name), loggable(envelope["error"]))
         return _result(envelope)
 
     async def list_resources(

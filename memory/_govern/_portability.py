@@ -10,13 +10,20 @@ the id the library writes it with (a fact's from its subject and text, a turn's 
 idempotency key...). A record keeps its id only when that is what a recipe gives it in the target scope
 (a user importing their own export), so no file can name, and overwrite, another user's record.
 Provenance, supersession links and edge support sets are rewritten to match: importing the same file
-twice writes nothing new, and later captures and consolidations find the imported records by id.
+twice writes nothing new, and later captures and consolidations find the imported records by id. A record
+the target holds in a newer version (a later ``updated_at``) stays as it is: re-importing an older export
+never re-activates a fact updated since.
+
+The whole file is checked before anything is written (JSON without NaN, Infinity or repeated keys, nesting
+and numbers within bounds, valid Unicode, every record valid): a bad file raises InvalidArgumentError
+naming its line and writes nothing.
 """
 
 from __future__ import annotations
 
 import io
 import json
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from importlib import metadata as _dist
 from pathlib import Path
@@ -25,7 +32,7 @@ from typing import IO, Any, NamedTuple, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._blocking import run_blocking
-from .._errors import InvalidArgumentError
+from .._errors import InvalidArgumentError, TiermemError
 from .._identity import (
     alias_id,
     digest_id,
@@ -39,6 +46,7 @@ from .._identity import (
 from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn, WorkingEntry
 from .._store import SCHEMA_VERSION, TableName, Where
 from .._subjects import is_canonical_subject
+from .._text import encodable
 from .._tiers import checked_context, scope
 from ._governance import Governance
 
@@ -46,6 +54,8 @@ __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ExportReport", "ImportReport", "P
 
 EXPORT_FORMAT = "tiermem-export"
 EXPORT_VERSION = 1
+MAX_LINE = 4_000_000
+"""Characters one line of an export may have (a turn of many long messages fits; a flood does not)."""
 Source: TypeAlias = "str | Path | IO[str] | Iterable[str]"
 Destination: TypeAlias = "str | Path | IO[str]"
 
@@ -72,7 +82,9 @@ class ImportReport(BaseModel):
     """What :meth:`Portability.import_` read and wrote."""
 
     model_config = ConfigDict(frozen=True)
-    records: dict[str, int] = Field(description="Records written per kind.")
+    records: dict[str, int] = Field(
+        description="Records of the file per kind, imported (one the target holds in a newer version stays as it is)."
+    )
     source: dict[str, str] = Field(description="The header of the file.")
 
 
@@ -138,6 +150,66 @@ def _remap(value: object, ids: dict[str, str]) -> object:
     return value
 
 
+def _reject_constant(name: str) -> object:
+    raise InvalidArgumentError(f"{name} is not a JSON number")
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    row = dict(pairs)
+    if len(row) < len(pairs):
+        repeated = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+        raise InvalidArgumentError(f"the key {repeated[:80]!r} appears twice in one object")
+    return row
+
+
+def _json_line(line: str) -> dict[str, Any]:
+    """One line as a JSON object, or InvalidArgumentError: strict JSON a store can hold, nothing Python
+    refuses to build (deep nesting, a 5,000-digit number) escaping as another error."""
+    if len(line) > MAX_LINE:
+        raise InvalidArgumentError(f"longer than {MAX_LINE} characters")
+    try:
+        row = json.loads(line, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+        encodable(json.dumps(row, ensure_ascii=False), "text")  # a "\ud800" escape decodes to a lone surrogate
+    except RecursionError as exc:
+        raise InvalidArgumentError("nested too deeply") from exc
+    except TiermemError:
+        raise
+    except ValueError as exc:  # JSONDecodeError, and a number too long to convert
+        raise InvalidArgumentError(f"not JSON: {exc}") from exc
+    if not isinstance(row, dict):
+        raise InvalidArgumentError("not a JSON object")
+    return row
+
+
+class _Header(BaseModel):
+    """The user a header names: both ids required (a MemoryContext would default the namespace)."""
+
+    namespace: str
+    user_id: str
+
+
+def _header(row: dict[str, Any]) -> dict[str, object]:
+    if row.get("kind") != "header" or row.get("format") != EXPORT_FORMAT:
+        raise InvalidArgumentError("not a tiermem export: the first line must be its header")
+    if row.get("export_version") != EXPORT_VERSION:
+        raise InvalidArgumentError(f"export version {str(row.get('export_version'))[:40]!r} is not supported")
+    try:
+        header = _Header.model_validate(row)
+        MemoryContext(namespace=header.namespace, user_id=header.user_id)
+    except ValidationError as exc:
+        raise InvalidArgumentError(f"the header does not name its user: {_first_error(exc)}") from exc
+    return row
+
+
+def _first_error(exc: ValidationError) -> str:
+    """A validation error in one line: where and what, without the (possibly huge) input."""
+    errors = exc.errors()
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"]) or "record"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {first['msg']}"[:300] + more
+
+
 def _lines(source: Source) -> Iterator[str]:
     """The lines of a path (a ``str`` is a path), an open text file or an iterable of strings."""
     if isinstance(source, str | Path):
@@ -152,10 +224,13 @@ def _lines(source: Source) -> Iterator[str]:
         return
     if isinstance(source, bytes | bytearray) or not isinstance(source, Iterable):
         raise InvalidArgumentError(f"source must be a path, a text file or lines, not {type(source).__name__}")
-    for line in source:
-        if not isinstance(line, str):
-            raise InvalidArgumentError(f"source must yield text lines, not {type(line).__name__}")
-        yield line
+    try:
+        for line in source:
+            if not isinstance(line, str):
+                raise InvalidArgumentError(f"source must yield text lines, not {type(line).__name__}")
+            yield line
+    except UnicodeDecodeError as exc:  # a text stream (stdin) of bytes that are not UTF-8
+        raise InvalidArgumentError(f"cannot read the export: {exc}") from exc
 
 
 class Portability:
@@ -227,31 +302,25 @@ class Portability:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InvalidArgumentError(f"line {number} is not JSON: {exc}") from exc
-            if not isinstance(row, dict):
-                raise InvalidArgumentError(f"line {number} is not a JSON object")
+                row = _json_line(line)
+            except InvalidArgumentError as exc:
+                raise InvalidArgumentError(f"line {number}: {exc}") from exc
             if header is None:
-                if row.get("kind") != "header" or row.get("format") != EXPORT_FORMAT:
-                    raise InvalidArgumentError("not a tiermem export: the first line must be its header")
-                if row.get("export_version") != EXPORT_VERSION:
-                    raise InvalidArgumentError(f"export version {row.get('export_version')!r} is not supported")
-                header = row
+                header = _header(row)
                 continue
             kind = row.get("kind")
-            if kind not in _KINDS:
-                raise InvalidArgumentError(f"line {number}: unknown kind {kind!r}")
+            if not isinstance(kind, str) or kind not in _KINDS:
+                raise InvalidArgumentError(f"line {number}: unknown kind {str(kind)[:40]!r}")
             try:
                 record = _KINDS[kind][1].model_validate(row.get("record"))
             except ValidationError as exc:
-                raise InvalidArgumentError(f"line {number}: invalid {kind}: {exc}") from exc
+                raise InvalidArgumentError(f"line {number}: invalid {kind}: {_first_error(exc)}") from exc
             rec: Any = record
             if (rec.namespace, rec.user_id) != (header.get("namespace"), header.get("user_id")):
                 raise InvalidArgumentError(f"line {number}: a {kind} of another user than the header's")
             for subject in _subjects(kind, rec):
                 if not is_canonical_subject(subject):
-                    raise InvalidArgumentError(f"line {number}: {subject!r} is not a canonical subject")
+                    raise InvalidArgumentError(f"line {number}: {subject[:80]!r} is not a canonical subject")
             records.append((kind, record))
         if header is None:
             raise InvalidArgumentError("the export is empty: no header line")
@@ -275,12 +344,24 @@ class Portability:
             by_table.setdefault(_KINDS[kind][0], []).append(record.model_copy(update=update))
             counts[kind] = counts.get(kind, 0) + 1
         for table, rows in by_table.items():
-            unique = list({r.id: r for r in rows}.values())
+            unique = self._newer(ctx, table, list({r.id: r for r in rows}.values()))
+            if not unique:
+                continue
             if table == "aliases":
                 self.store.upsert("aliases", unique)
             else:
                 self.governance.put(table, unique)
         return ImportReport(records=counts, source={k: str(v) for k, v in header.items()})
+
+    def _newer(self, ctx: MemoryContext, table: TableName, rows: list[Any]) -> list[Any]:
+        """The rows the target does not hold in a newer version (a later ``updated_at``; a turn or an alias,
+        which has none, is never newer than the file's)."""
+        stored: dict[str, Any] = {r.id: r for r in self.store.get(table, Where(eq=scope(ctx)), [r.id for r in rows])}
+        return [
+            r
+            for r in rows
+            if r.id not in stored or not hasattr(r, "updated_at") or r.updated_at >= stored[r.id].updated_at
+        ]
 
     def fork_sync(self, src: MemoryContext, dst: MemoryContext) -> ImportReport:
         """The blocking body of ``fork``."""

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ValidationError
 
 from .._errors import ConfigurationError, ModelContextWindowError, ModelOutputError, ModelPermanentError
 from .._stage import StageCall
+from .._text import loggable
 from .._usage import UsageLedger
 from ._error_map import map_model_error, retry_delay
 from ._fakes import (
@@ -270,7 +271,14 @@ class LLM:
                 self.ledger.record(stage, calls=1, failures=1, latency_s=elapsed)
                 raise error
             self.ledger.record(stage, calls=1, retries=1, latency_s=elapsed)
-            log.info("%s: %s; retrying in %.1fs (attempt %d of %d)", stage, error, delay, attempt, self.num_retries + 1)
+            log.info(
+                "%s: %s; retrying in %.1fs (attempt %d of %d)",
+                stage,
+                loggable(error),
+                delay,
+                attempt,
+                self.num_retries + 1,
+            )
             await asyncio.sleep(delay)
         content = response.choices[0].message.content or ""
         usage = getattr(response, "usage", None)
@@ -320,7 +328,9 @@ def embed_texts(
         delay = retry_delay(error, attempt, num_retries, retry_backoff)
         if delay is None:
             raise error
-        log.info("%s: %s; retrying in %.1fs (attempt %d of %d)", stage, error, delay, attempt, num_retries + 1)
+        log.info(
+            "%s: %s; retrying in %.1fs (attempt %d of %d)", stage, loggable(error), delay, attempt, num_retries + 1
+        )
         time.sleep(delay)
     log.debug("%s: %s embedded %d texts in %.3fs", stage, model, len(texts), time.perf_counter() - started)
     return [list(item["embedding"]) for item in response.data]

@@ -58,21 +58,27 @@ class WorkingTier:
         """Write entries as they are (status changes; no capacity rule)."""
         self.tiers.write("working", entries)
 
-    def add_working_entries(self, ctx: MemoryContext, entries: Sequence[WorkingEntry]) -> list[WorkingEntry]:
+    def add_working_entries(
+        self, ctx: MemoryContext, entries: Sequence[WorkingEntry], *, observed: Sequence[Turn] = ()
+    ) -> list[WorkingEntry]:
         """Write entries keeping at most ``capacity`` active per session by effective salience, in one write.
 
         Entries pushed out become "overflow": no longer in the active set, still in the session log
         (and so in the episode). Entries of several sessions (an import's) are ranked each in its own
-        session, read and written together.
+        session, read and written together. ``entries`` are the whole observation of the ``observed``
+        turns: an earlier observation's entries of those turns alone (a retry whose model answered
+        otherwise) are deleted once these are written, and never rank against them.
         """
+        stale = self._stale(ctx, entries, observed)
         if not entries:
+            self._delete_working(ctx, stale)
             return []
         options = self.tiers.working
         capacity = options.capacity if options else 7
         half = options.salience_half_life if options else 8.0
         sessions = list(dict.fromkeys(e.session_id for e in entries))
         where = Where(eq=scope(ctx), isin={"session_id": sessions, "status": ["active"]})
-        current = self.tiers.store.query("working", where, cached=True)  # one per observation
+        current = [e for e in self.tiers.store.query("working", where, cached=True) if e.id not in stale]
         new_ids = {e.id for e in entries}
         now = self.tiers.clock.now()
         pushed: set[str] = set()
@@ -93,7 +99,21 @@ class WorkingTier:
             ]
         writes = [e.model_copy(update={"status": "overflow"}) if e.id in pushed else e for e in entries]
         self.put_working(writes + demoted)
+        self._delete_working(ctx, stale)  # after the write: a crash between leaves the turn pending, replaced again
         return writes
+
+    def _stale(self, ctx: MemoryContext, entries: Sequence[WorkingEntry], observed: Sequence[Turn]) -> set[str]:
+        """Ids of stored entries observed from the ``observed`` turns alone that ``entries`` do not rewrite."""
+        if not observed:
+            return set()
+        turns = {t.id for t in observed}
+        fresh = {e.id for e in entries}
+        stored = self.session_entries(ctx, list(dict.fromkeys(t.session_id for t in observed)))
+        return {e.id for e in stored if e.provenance and set(e.provenance) <= turns and e.id not in fresh}
+
+    def _delete_working(self, ctx: MemoryContext, ids: set[str]) -> None:
+        if ids:
+            self.tiers.store.delete("working", Where(eq=scope(ctx), isin={"id": sorted(ids)}))
 
     def add_working_memory(
         self,

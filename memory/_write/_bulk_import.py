@@ -40,6 +40,7 @@ from .._identity import capture_keys, turn_id
 from .._records import MemoryContext, Message, Turn, WorkingEntry
 from .._retries import NO_ERROR, RetryPolicy, blocked, model_config
 from .._store import Where
+from .._text import loggable
 from .._tiers import Tiers, scope
 from ._tasks import together
 
@@ -200,7 +201,9 @@ def _write(
     try:
         # One write ranks each session's entries by decayed salience as turn-by-turn writes would: the ranking
         # (salience halving per turn of age) orders two entries alike whatever the current turn.
-        tiers.add_working_entries(ctx, [e for _, entries in observed for e in entries])
+        tiers.add_working_entries(
+            ctx, [e for _, entries in observed for e in entries], observed=[t for t, _ in observed]
+        )
         done = [t.model_copy(update={**NO_ERROR, "status": "observed", "attempts": t.attempts + 1})
                 for t, _ in observed]  # fmt: skip
     except (ModelError, EmbedderError) as exc:  # the embedder: every turn of the sessions waits, as in capture
@@ -215,7 +218,9 @@ def _write(
         theirs.update((i, t) for i, t in stored.items() if t.model_dump_json() != final[i].model_dump_json())
         failures = [(t, e) for t, e in failures if t.id not in theirs]
     for turn, error in failures:
-        log.warning("turn %s journaled, observation deferred (%s failure): %s", turn.id, error_kind(error), error)
+        log.warning(
+            "turn %s journaled, observation deferred (%s failure): %s", turn.id, error_kind(error), loggable(error)
+        )
     final.update(theirs)
     result.turns = {sid: [final.get(t.id, t) for t in turns] for sid, turns in result.turns.items()}
     result.duplicates += len(theirs)

@@ -14,18 +14,19 @@ import dataclasses
 import logging
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from tiermem.pipelines import StageModel, observe_turn, observe_window, windows
 
 from .._blocking import run_blocking
-from .._clock import Clock
+from .._clock import Clock, utc
 from .._errors import EmbedderError, InvalidArgumentError, InvalidSubjectError, ModelError, error_kind
 from .._identity import capture_keys, turn_id
 from .._records import MemoryContext, Message, Turn, WorkingEntry
 from .._results import CaptureResult
 from .._retries import NO_ERROR, RetryPolicy, blocked, model_config
 from .._subjects import canonical_subject
+from .._text import loggable
 from .._tiers import Tiers, checked_context
 from .._transcripts import normalize_messages
 from ._background import BackgroundObserver
@@ -73,7 +74,7 @@ def turn_time(at: object) -> datetime | None:
         return None
     if not isinstance(at, datetime):
         raise InvalidArgumentError(f"at must be a datetime, not {type(at).__name__}")
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    return utc(at)
 
 
 def _key(value: object) -> str | None:
@@ -237,14 +238,16 @@ class Capture:
             observed = await observe_turn(
                 self.stages, turn=turn, user_names=names, aliases=aliases, known_subjects=known
             )
-            entries = await run_blocking(self.tiers.add_working_entries, ctx, observed.entries)
+            entries = await run_blocking(self.tiers.add_working_entries, ctx, observed.entries, observed=[turn])
             done = turn.model_copy(update={**NO_ERROR, "status": "observed", "attempts": turn.attempts + 1})
             await run_blocking(self.tiers.put_turns, [done])
         except (ModelError, EmbedderError) as exc:
             config, now = model_config(self.stages), self.clock.now()
             failed = self.retries.failed(turn, exc, config=config, now=now, parked_status="failed")
             await run_blocking(self.tiers.journal, failed, replace=True)
-            log.warning("turn %s journaled, observation deferred (%s failure): %s", turn.id, error_kind(exc), exc)
+            log.warning(
+                "turn %s journaled, observation deferred (%s failure): %s", turn.id, error_kind(exc), loggable(exc)
+            )
             return CaptureResult(turn=failed, entries=[], deferred=True, error=str(exc), exception=exc)
         log.debug("turn %s observed: %d entries", turn.id, len(entries))
         return CaptureResult(turn=done, entries=entries)

@@ -29,6 +29,7 @@ from .._records import Digest, Edge, Episode, Fact, MemoryContext, Turn, consoli
 from .._results import ConsolidationResult, DigestResult
 from .._retries import NO_ERROR, RetryPolicy, blocked, due, model_config
 from .._store import Leases, Where
+from .._text import loggable
 from .._tiers import embedded_text, scope
 from ._sessions import held
 
@@ -179,7 +180,9 @@ class Consolidation:
                     for e in batch
                 ]
                 await run_blocking(self.tiers.put_episodes, failed)
-                log.warning("consolidation of %d episodes deferred (%s failure): %s", len(batch), error_kind(exc), exc)
+                log.warning(
+                    "consolidation of %d episodes deferred (%s failure): %s", len(batch), error_kind(exc), loggable(exc)
+                )
                 result.deferred, result.error, result.exception = True, str(exc), exc
                 return result
             done = [
@@ -237,7 +240,7 @@ class Consolidation:
                     previous=previous.text if previous else None,
                 )  # fmt: skip
             except (ModelError, EmbedderError) as exc:
-                log.warning("digest deferred (%s failure): %s", error_kind(exc), exc)
+                log.warning("digest deferred (%s failure): %s", error_kind(exc), loggable(exc))
                 return DigestResult(digest=None, deferred=True, error=str(exc), exception=exc)
             meta = {
                 "fingerprint": fact_set_fingerprint(facts), "edges": fact_set_fingerprint(edges),

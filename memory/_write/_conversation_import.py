@@ -18,10 +18,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol
 
 from .._blocking import run_blocking
+from .._clock import utc
 from .._errors import InvalidArgumentError
 from .._records import MemoryContext, Message
 from .._results import ConsolidationResult, DigestResult, SessionResult
@@ -107,7 +108,7 @@ def _time(value: object, where: str) -> datetime:
             raise InvalidArgumentError(f"{where}: 'at' is not an ISO 8601 time: {value!r}") from exc
     if not isinstance(value, datetime):
         raise InvalidArgumentError(f"{where}: 'at' must be a datetime or an ISO 8601 string")
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return utc(value)
 
 
 def _conversation(raw: object, index: int, keep_roles: frozenset[str]) -> Conversation:

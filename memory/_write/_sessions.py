@@ -29,6 +29,7 @@ from .._records import Episode, MemoryContext, Turn, WorkingEntry
 from .._results import SessionResult
 from .._retries import NO_ERROR, RetryPolicy, blocked, model_config
 from .._store import Lease, Leases, Where
+from .._text import loggable
 from .._tiers import Tiers, scope
 from ._capture import Capture
 from ._tasks import together
@@ -274,7 +275,7 @@ class Sessions:
             stale = existing.model_copy(update={"status": "failed"})
             stale = self.retries.failed(stale, exc, config=model_config(self.stages), now=self.clock.now(),
                                         parked_status="parked")  # fmt: skip
-            log.warning("session %s: re-encoding deferred, the previous summary stays (%s)", sid, exc)
+            log.warning("session %s: re-encoding deferred, the previous summary stays (%s)", sid, loggable(exc))
             return _Ended(
                 result=SessionResult(episode=stale, deferred=True, error=str(exc), exception=exc), write=stale
             )
@@ -288,7 +289,7 @@ class Sessions:
         )
         config = model_config(self.stages)
         marker = self.retries.failed(marker, exc, config=config, now=self.clock.now(), parked_status="parked")
-        log.warning("session %s: episode encoding deferred (%s failure): %s", sid, error_kind(exc), exc)
+        log.warning("session %s: episode encoding deferred (%s failure): %s", sid, error_kind(exc), loggable(exc))
         return _Ended(result=SessionResult(episode=None, deferred=True, error=str(exc), exception=exc), write=marker)
 
     async def reencode_late(self, turns: Sequence[Turn]) -> int:

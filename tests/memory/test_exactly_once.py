@@ -13,7 +13,7 @@ import pytest
 
 from tests.fakes import AnyCall, Switch, calls_for, default_reply, messages_of, session, stage_model
 from tiermem import EmbedderError, MemoryContext, MemorySystem, system
-from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, TableName, Where
+from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, ScriptedModel, TableName, Where
 from tiermem.prompts import observe
 
 Builder = Callable[..., MemorySystem]
@@ -386,3 +386,29 @@ async def test_a_session_id_reused_after_its_episode_expired_keeps_every_turn(
     turns = _rows(mem, "turns", ctx)
     assert len({t.id for t in turns}) == len(turns) and {r.turn.id for r in again} <= {t.id for t in turns}
     assert ended.episode is not None and set(ended.episode.provenance) == {r.turn.id for r in again}
+
+
+async def test_a_turn_observed_again_with_another_answer_keeps_only_the_new_entries(
+    build: Builder, ctx: MemoryContext
+) -> None:
+    """The first answer's entries were written, then the process died before the turn was marked observed;
+    the rerun's model answers otherwise: the turn's entries are exactly the second answer's."""
+
+    def answer(*texts: str) -> dict[str, Any]:
+        return {"observations": [{"subject": "user", "kind": "fact", "text": t, "salience": 0.7} for t in texts]}
+
+    first = answer("The user bakes rye bread.", "The user bakes on Sundays.")
+    second = answer("The user bakes sourdough rye bread every Sunday.")
+    scripted = ScriptedModel([first, second])
+    mem = build(scripted.model)
+    done = await mem.capture(ctx, messages_of("I bake rye bread every Sunday."), idempotency_key="k-1")
+    assert sorted(e.text for e in done.entries) == ["The user bakes on Sundays.", "The user bakes rye bread."]
+    mem.tiers.put_turns([done.turn.model_copy(update={"status": "pending"})])  # the state the crash left
+
+    again = await mem.capture(ctx, messages_of("I bake rye bread every Sunday."), idempotency_key="k-1")
+
+    expected = ["The user bakes sourdough rye bread every Sunday."]
+    assert again.turn.status == "observed" and [e.text for e in again.entries] == expected
+    assert [e.text for e in _rows(mem, "working", ctx)] == expected
+    assert [e.text for e in await mem.working_memory(ctx)] == expected
+    assert scripted.remaining == 0

@@ -11,6 +11,7 @@ import asyncio
 import concurrent.futures
 import http.client
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -21,16 +22,16 @@ import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from tiermem import ConfigurationError, MemoryContext, create_memory_capability
-from tiermem.memory._cli._mcp import McpConfig, build_server
+from tiermem.memory._cli._mcp import McpConfig, _Memory, build_server, capability_options
 
 # One worker runs this module (pytest-xdist --dist loadgroup), so that its shared servers
 # (SharedServers, module_http_server) start once, on one worker.
@@ -547,3 +548,22 @@ async def test_http_refuses_a_whitespace_user_header_sent_raw(http_server: str, 
         assert OWN_FACT in answer and SECRET not in answer
     else:
         assert "X-User-Id header" in answer and OWN_FACT not in answer and SECRET not in answer
+
+
+async def test_a_forged_tool_name_reaches_the_log_as_one_bounded_line(
+    store: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client's tool name is escaped and cut before it is logged: no forged line, no megabyte line."""
+    config = McpConfig(store=store, user_id="u-1", embedder="hashing")
+    memory = _Memory(config=config, capability=create_memory_capability(**capability_options(config)), forget=None)
+    name = "recall\n2026-01-01 INFO tiermem.mcp admin logged in\n" + "x" * 1_000_000
+    params = types.CallToolRequestParams(name=name, arguments={})
+
+    with caplog.at_level(logging.INFO, logger="tiermem.mcp"):
+        result = await memory.call_tool(cast(Any, None), params)
+
+    assert result.is_error
+    (record,) = [r for r in caplog.records if r.name == "tiermem.mcp"]
+    line = caplog.handler.format(record)
+    assert "\n" not in line and len(line) < 1_000
+    assert "recall\\n2026-01-01 INFO" in line and "more characters]" in line

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiermem.memory._text import STOP_WORDS, content_terms, fold, stem, terms, words
+from tiermem.memory._text import STOP_WORDS, content_terms, fold, loggable, stem, terms, words
 
 
 @pytest.mark.parametrize(
@@ -83,3 +83,25 @@ def _reference_content_terms(text: str, ignore: tuple[str, ...]) -> list[str]:
 )
 def test_content_terms_are_the_definition(text: str, ignore: tuple[str, ...]) -> None:
     assert content_terms(text, ignore=ignore) == _reference_content_terms(text, ignore)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param("recall", "recall", id="plain"),
+        pytest.param("a\nINFO forged line", "a\\nINFO forged line", id="newline"),
+        pytest.param("a\r\x00\x1b[31m", "a\\r\\x00\\x1b[31m", id="controls"),
+        pytest.param("a\u2028b\u202ec", "a\\u2028b\\u202ec", id="separators-and-bidi"),
+        pytest.param("\ud800", "\\ud800", id="lone-surrogate"),
+        pytest.param("a\\nb", "a\\\\nb", id="backslash-stays-distinct-from-an-escape"),
+        pytest.param("café tea", "café tea", id="printable-unicode-kept"),
+        pytest.param(ValueError("bad\nvalue"), "bad\\nvalue", id="an-exception"),
+    ],
+)
+def test_loggable_escapes_what_could_split_or_forge_a_line(value: object, expected: str) -> None:
+    assert loggable(value) == expected
+
+
+def test_loggable_truncates_with_a_marker() -> None:
+    shown = loggable("x\n" * 500_000, limit=10)
+    assert shown == "x\\nx\\nx\\nx\\nx\\n...[999990 more characters]"

@@ -1,0 +1,228 @@
+"""Hostile export files: each is refused with one clear error before anything is written, through the API and
+the CLI; an older export never undoes a later update; text that cannot be stored is refused where it enters."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tiermem import HashingEmbedder, InvalidArgumentError, MemoryContext, MemorySystem, system
+from tiermem.memory._cli._main import cli
+from tiermem.memory.testing import FrozenClock
+
+pytestmark = pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")
+
+USER = MemoryContext(user_id="u-1", session_id="s-1")
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+SAID = ["My wife Moni loves hiking. I am allergic to peanuts.", "I work at Acme Corp as a data engineer."]
+
+
+def make(path: Path, clock: FrozenClock | None = None) -> MemorySystem:
+    return system(model="rules", store=str(path), embedder=HashingEmbedder(64), clock=clock or FrozenClock(START))
+
+
+async def _fill(path: Path) -> list[str]:
+    mem = make(path)
+    for text in SAID:
+        await mem.capture(USER, [{"role": "user", "content": text}])
+    await mem.end_session(USER)
+    await mem.consolidate(USER)
+    exported = path.parent / "u-1.jsonl"
+    await mem.export(USER, exported)
+    return exported.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """Built once: user u-1 with turns, working entries, an episode and facts, and its export's lines."""
+    path = tmp_path_factory.mktemp("hostile") / "store"
+    return path, asyncio.run(_fill(path))
+
+
+@pytest.fixture
+def store(filled: tuple[Path, list[str]], tmp_path: Path) -> Path:
+    return Path(shutil.copytree(filled[0], tmp_path / "store"))
+
+
+@pytest.fixture
+def good(filled: tuple[Path, list[str]]) -> list[str]:
+    return filled[1]
+
+
+def disk(path: Path) -> dict[str, str]:
+    """Every file of the store and its bytes' hash: what "nothing was written" is checked against."""
+    return {
+        str(f.relative_to(path)): hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in sorted(path.rglob("*"))
+        if f.is_file()
+    }
+
+
+def _index(lines: list[str], kind: str) -> int:
+    return next(i for i, line in enumerate(lines) if json.loads(line)["kind"] == kind)
+
+
+def _fact(lines: list[str], edit: Callable[[str], str]) -> list[str]:
+    """The export with its first fact's line rewritten (facts come after the turns, working entries and
+    episodes: a file checked line by line as it is written would have written those by then)."""
+    i = _index(lines, "fact")
+    return [*lines[:i], edit(lines[i]), *lines[i + 1 :]]
+
+
+def _field(name: str, raw: str) -> Callable[[str], str]:
+    """A fact line whose ``name`` field is the raw JSON text ``raw``."""
+
+    def edit(line: str) -> str:
+        row = json.loads(line)
+        row["record"][name] = "@@RAW@@"
+        return json.dumps(row).replace('"@@RAW@@"', raw)
+
+    return edit
+
+
+def _header(edit: Callable[[dict[str, object]], object]) -> Callable[[list[str]], list[str]]:
+    def change(lines: list[str]) -> list[str]:
+        header = json.loads(lines[0])
+        edit(header)
+        return [json.dumps(header), *lines[1:]]
+
+    return change
+
+
+DEEP = 100_000
+HOSTILE: dict[str, Callable[[list[str]], list[str] | bytes]] = {
+    "lone-surrogate": lambda lines: _fact(lines, _field("text", '"The user \\ud800 likes tea."')),
+    "lone-surrogate-in-metadata": lambda lines: _fact(lines, _field("metadata", '{"note": "\\udfff"}')),
+    "deep-nesting": lambda lines: _fact(lines, _field("metadata", "[" * DEEP + "]" * DEEP)),
+    "5000-digit-number": lambda lines: _fact(lines, _field("confidence", "9" * 5000)),
+    "nan": lambda lines: _fact(lines, _field("confidence", "NaN")),
+    "infinity": lambda lines: _fact(lines, _field("confidence", "-Infinity")),
+    "huge-string": lambda lines: _fact(lines, _field("text", json.dumps("tea " * 1_500_000))),
+    "wrong-type": lambda lines: _fact(lines, _field("provenance", "5")),
+    "year-1-with-an-offset": lambda lines: _fact(lines, _field("created_at", '"0001-01-01T00:00:00+05:00"')),
+    "year-9999-behind-utc": lambda lines: _fact(lines, _field("updated_at", '"9999-12-31T23:00:00-05:00"')),
+    "duplicate-keys": lambda ls: _fact(ls, lambda line: line.replace('"kind": "fact"', '"kind": 1, "kind": "fact"')),
+    "truncated-last-line": lambda lines: [*lines[:-1], lines[-1][: len(lines[-1]) // 2]],
+    "not-an-object": lambda lines: _fact(lines, lambda line: f"[{line}]"),
+    "header-without-namespace": _header(lambda h: h.pop("namespace")),
+    "header-without-user": _header(lambda h: h.pop("user_id")),
+    "header-user-not-an-id": _header(lambda h: h.update(user_id=["u-1"])),
+    "bom": lambda lines: b"\xef\xbb\xbf" + "\n".join(lines).encode(),
+    "not-utf-8": lambda lines: "\n".join(lines).encode().replace(b"Moni", b"M\xffni", 1),
+}  # fmt: skip
+
+
+def write(case: str, good: list[str], path: Path) -> Path:
+    content = HOSTILE[case](good)
+    path.write_bytes(content if isinstance(content, bytes) else "\n".join(content).encode("utf-8", "surrogatepass"))
+    return path
+
+
+@pytest.mark.parametrize("case", list(HOSTILE), ids=list(HOSTILE))
+async def test_a_hostile_file_is_refused_and_the_store_is_byte_identical(
+    store: Path, good: list[str], tmp_path: Path, case: str
+) -> None:
+    path = write(case, good, tmp_path / "hostile.jsonl")
+    mem = make(store)
+    target = MemoryContext(user_id="u-new")  # a user who has nothing yet: any line written would show
+    before = disk(store)
+
+    with pytest.raises(InvalidArgumentError) as refused:
+        await mem.import_(target, path)
+
+    assert disk(store) == before
+    assert len(str(refused.value)) < 1_000 and "\n" not in str(refused.value).strip()
+
+
+@pytest.mark.parametrize("case", list(HOSTILE), ids=list(HOSTILE))
+def test_the_cli_prints_one_error_line_for_a_hostile_file(
+    store: Path, good: list[str], tmp_path: Path, case: str
+) -> None:
+    path = write(case, good, tmp_path / "hostile.jsonl")
+    before = disk(store)
+
+    result = CliRunner().invoke(cli, ["--store", str(store), "import", "u-new", str(path)], catch_exceptions=False)
+
+    assert result.exit_code == 1
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("tiermem: error: line ") or line.startswith("tiermem: error: ")
+    assert len(line) < 2_100 and result.stdout == ""
+    assert disk(store) == before
+
+
+def _tiermem() -> list[str]:
+    script = Path(sys.executable).with_name("tiermem")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli._main"]
+
+
+@pytest.mark.parametrize("case", ["lone-surrogate", "deep-nesting"], ids=["lone-surrogate", "deep-nesting"])
+def test_the_console_script_prints_one_error_line_and_writes_nothing(
+    store: Path, good: list[str], tmp_path: Path, case: str
+) -> None:
+    path = write(case, good, tmp_path / "hostile.jsonl")
+    before = disk(store)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")} | {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+    done = subprocess.run(
+        [*_tiermem(), "--store", str(store), "import", "u-new", str(path)],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("tiermem: error: line ")
+    assert disk(store) == before
+
+
+async def test_an_older_export_does_not_undo_a_later_update(store: Path, good: list[str], tmp_path: Path) -> None:
+    clock = FrozenClock(START + timedelta(days=1))
+    mem = make(store, clock)
+    old = tmp_path / "old.jsonl"
+    await mem.export(USER, old)
+    clock.advance(days=1)
+    acme = next(f for f in await mem.facts(USER) if "Acme" in f.text)
+    updated = await mem.update(USER, acme.id, text="The user works at Initech as a data engineer.")
+
+    await mem.import_(USER, old)
+
+    active = {f.id: f.text for f in await mem.facts(USER) if "data engineer" in f.text}
+    assert active == {updated.id: "The user works at Initech as a data engineer."}
+    history = {f.id: f.status for f in await mem.facts(USER, include_inactive=True) if "data engineer" in f.text}
+    assert history == {acme.id: "superseded", updated.id: "active"}
+
+
+@pytest.mark.parametrize(
+    "write_it",
+    [
+        pytest.param(lambda mem: mem.capture(USER, [{"role": "user", "content": "I like \ud800 tea."}]), id="capture"),
+        pytest.param(lambda mem: mem.capture(USER, [{"role": "user", "content": "Hi", "name": "\udc00"}]), id="name"),
+        pytest.param(lambda mem: mem.remember(USER, "The user likes \ud800 tea."), id="remember"),
+        pytest.param(
+            lambda mem: mem.capture(
+                USER, [{"role": "user", "content": "Hi"}], at=datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))
+            ),
+            id="capture-at-year-1",
+        ),
+    ],
+)
+async def test_text_or_a_time_that_cannot_be_stored_is_refused_where_it_enters(
+    store: Path, write_it: Callable[[MemorySystem], object]
+) -> None:
+    mem = make(store)
+    before = disk(store)
+
+    with pytest.raises(InvalidArgumentError):
+        await write_it(mem)  # type: ignore[misc]
+
+    assert disk(store) == before
