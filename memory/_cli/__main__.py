@@ -1,5 +1,7 @@
 """``python -m tiermem.memory._cli``: the ``tiermem`` command."""
 
+import sys
+
 from ._main import main
 
-main()
+sys.exit(main())

@@ -23,7 +23,7 @@ __all__ = ["COMMANDS", "export", "import_", "import_history"]
 @output_option
 def export(who: MemoryContext, output: str) -> None:
     """Write a user's memory as JSON Lines (to stdout unless -o FILE)."""
-    report = awaited(open_system().export(who, sys.stdout if output == "-" else output))
+    report = awaited(open_system(read_only=True).export(who, sys.stdout if output == "-" else output))
     if output == "-":
         click.echo(counts_text("exported", report.records), err=True)  # stdout holds the export itself
     else:
