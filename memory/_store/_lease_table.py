@@ -54,7 +54,15 @@ class LeaseTable:
         return tables.opened[LEASES]
 
     def claim(
-        self, key: str, *, holder: str, token: str, expires_at: datetime, now: datetime, renew: bool = False
+        self,
+        key: str,
+        *,
+        holder: str,
+        token: str,
+        expires_at: datetime,
+        now: datetime,
+        renew: bool = False,
+        takeover: str | None = None,
     ) -> bool:
         table = self.table()
         row = pa.Table.from_pylist(
@@ -62,6 +70,8 @@ class LeaseTable:
         )
         if renew:
             condition = f"target.token = {sql_literal(token)}"
+        elif takeover is not None:  # a dead holder's lease: only while it still carries that holder's token
+            condition = f"target.token = {sql_literal(takeover)}"
         else:
             condition = f"target.expires_at <= {sql_timestamp(now)} OR target.holder = {sql_literal(holder)}"
 
