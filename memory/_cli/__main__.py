@@ -4,4 +4,5 @@ import sys
 
 from ._main import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())  # its exit code: 1 after an error line

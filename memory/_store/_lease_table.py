@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+import lancedb
 import pyarrow as pa
 from lancedb.table import Table as EngineTable
 
@@ -45,6 +46,8 @@ class LeaseTable:
                 try:
                     table = tables.open(LEASES)
                 except (ValueError, FileNotFoundError):  # lancedb's "table not found"
+                    if not tables.create:  # read-only: no lease is held; looked for again on the next call
+                        return lancedb.connect("memory://").create_table(LEASES, schema=LEASE_SCHEMA)
                     with tables.write_lock:
                         table = tables.retry(
                             "create the leases table", lambda: tables.create_table(LEASES, LEASE_SCHEMA), gated=False

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,8 @@ from tests.subprocesses import clean_env
 from tiermem import HashingEmbedder, MemoryContext, create_memory_capability, system
 from tiermem.memory._cli._main import cli
 from tiermem.memory._cli._mcp import McpConfig, build_server
+from tiermem.memory._identity import lease_key
+from tiermem.memory._store import Leases
 
 U1 = MemoryContext(user_id="u-1", session_id="s-1")
 
@@ -97,3 +100,15 @@ def test_read_commands_work_on_a_store_no_one_may_write(filled: tuple[Path, str]
             assert done.returncode == 0, (command, done.stderr[-2000:])
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(path)], check=True)
+
+
+async def test_reading_a_lease_of_a_store_without_a_leases_table_creates_none(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    writer = system(model="rules", store=str(path), embedder=HashingEmbedder(64))
+    await writer.capture(U1, [{"role": "user", "content": "I live in Paris."}])
+    await writer.aclose()
+    shutil.rmtree(path / "leases.lance")  # as a store an older tiermem made, before leases
+    before = _snapshot(path)
+    reader = create_memory_capability(store=str(path), create=False)
+    assert Leases(reader.store).holder(lease_key("consolidate", U1)) is None
+    assert _snapshot(path) == before
