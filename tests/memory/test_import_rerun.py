@@ -186,3 +186,23 @@ def test_a_holder_is_dead_only_when_this_machine_can_tell(change: dict[str, str]
     parts = {k: (str(_gone_pid()) if v == "gone" else v) for k, v in change.items()}
     assert dead_here(_with(process_holder(), **parts)) is dead
     assert socket.gethostname() in process_holder() and str(os.getpid()) in process_holder()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="a holder's death is known only with /proc")
+async def test_a_dead_holders_leases_are_taken_over_one_or_many_and_its_release_is_a_no_op(tmp_path: Path) -> None:
+    mem = system(model="rules", store=str(tmp_path / "store"), embedder=HashingEmbedder(64))
+    leases, ttl = Leases(mem.store), timedelta(minutes=10)
+    dead = _with(process_holder(), pid=str(_gone_pid()))
+    gone = [leases.acquire(key, holder=dead, ttl=ttl) for key in ("k-1", "k-2", "k-3")]
+    live = leases.acquire("k-4", holder=ELSEWHERE, ttl=ttl)
+
+    one = leases.acquire("k-1", holder=process_holder(), ttl=ttl)
+    many = leases.acquire_many(["k-2", "k-3", "k-4"], holder=process_holder(), ttl=ttl)
+
+    assert one is not None and set(many) == {"k-2", "k-3"}  # k-4's holder may live: not taken
+    for lease in gone:
+        assert lease is not None
+        leases.release(lease)  # the dead holder's token: changes nothing
+    assert leases.holder("k-1") == one and leases.holder("k-4") == live
+    assert {k: leases.holder(k) for k in many} == many
+    await mem.aclose()
