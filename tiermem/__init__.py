@@ -94,7 +94,7 @@ from .memory._subjects import USER, canonical_subject, is_canonical_subject
 from .memory._tiers import edge_to_memory_item
 from .memory._tools import MemoryTool, RecallArguments, ToolEnvelope, Toolset
 from .memory._usage import StageUsage, UsageLedger
-from .memory._write import Conversation, HistoryProgress, HistoryReport, HistoryTurn
+from .memory._write import Conversation, HistoryProgress, HistoryReport, HistoryTurn, LeasedWork
 
 # isort: split
 # The write side (the composition root) comes last: the pipelines it imports read the names above.
@@ -156,6 +156,7 @@ __all__ = [
     "ImportReport",
     "InvalidArgumentError",
     "InvalidSubjectError",
+    "LeasedWork",
     "LiteLLMEmbedder",
     "MemoryCapability",
     "MemoryContext",

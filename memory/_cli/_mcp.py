@@ -231,8 +231,8 @@ def build_server(
         )
     if config.user_id is not None:
         MemoryContext(namespace=config.namespace, user_id=config.user_id)  # validates both ids
-    if capability is None:
-        capability = create_memory_capability(**capability_options(config))
+    if capability is None:  # a server without the write tools never writes: not even a missing table
+        capability = create_memory_capability(**capability_options(config), create=config.allow_writes)
     if config.allow_writes and forget is None:
         raise ConfigurationError(
             "the write tools need the write side: pass forget (MemorySystem.forget), as `tiermem mcp` does"

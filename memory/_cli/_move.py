@@ -23,7 +23,7 @@ __all__ = ["COMMANDS", "export", "import_", "import_history"]
 @output_option
 def export(who: MemoryContext, output: str) -> None:
     """Write a user's memory as JSON Lines (to stdout unless -o FILE)."""
-    report = awaited(open_system().export(who, sys.stdout if output == "-" else output))
+    report = awaited(open_system(read_only=True).export(who, sys.stdout if output == "-" else output))
     if output == "-":
         click.echo(counts_text("exported", report.records), err=True)  # stdout holds the export itself
     else:
@@ -61,7 +61,8 @@ def import_history(who: MemoryContext, file: IO[str], concurrency: int, observe_
     """Feed past conversations (a JSON list, - for stdin) through the pipeline with their real dates.
 
     Each conversation is {"session_id": ..., "turns": [{"at": ISO time, "messages": [...]}]}.
-    Interrupted? Run it again: the turns already imported are skipped.
+    Interrupted? Run it again: the turns already imported are skipped. Work another process still holds a
+    lease on is listed with its holder and expiry, and the exit code is 1.
     """
     try:
         conversations = json.load(file)
@@ -83,6 +84,10 @@ def import_history(who: MemoryContext, file: IO[str], concurrency: int, observe_
     for error in report.errors:
         click.echo(f"tiermem: warning: {error}", err=True)
     emit(report, history_text(report))
+    if report.leased:  # work left to another holder: not done, so not a success
+        left = ", ".join(w.what for w in report.leased)
+        click.echo(f"tiermem: error: not done, held by another process's lease: {left} (see above)", err=True)
+        click.get_current_context().exit(1)
 
 
 COMMANDS = (export, import_, import_history)

@@ -97,13 +97,20 @@ def given(name: str) -> Any:
     return click.get_current_context().meta.get(f"tiermem.{name}")
 
 
-def open_system(*, create: bool = False, model: str | None = "rules") -> MemorySystem:
-    """The store of ``--store`` / ``$TIERMEM_STORE``; StoreNotFoundError unless it exists or ``create``."""
+def open_system(*, create: bool = False, read_only: bool = False, model: str | None = "rules") -> MemorySystem:
+    """The store of ``--store`` / ``$TIERMEM_STORE``; StoreNotFoundError unless it exists or ``create``.
+
+    ``read_only``: for commands that only read: nothing is created or recorded (a table the store lacks reads
+    as empty), so they work on a store they may not write to."""
     store = given("store") or str(Path.home() / ".tiermem" / "store")
     if not create and not stored_meta(store):
         raise StoreNotFoundError(f"no tiermem store at {store!r}; give --store PATH or set TIERMEM_STORE")
     return system(
-        model=model, store=store, embedder=given("embedder"), embedder_dimensions=given("embedder_dimensions")
+        model=model,
+        store=store,
+        embedder=given("embedder"),
+        embedder_dimensions=given("embedder_dimensions"),
+        create=not read_only,
     )
 
 

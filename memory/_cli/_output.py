@@ -177,7 +177,11 @@ def history_text(report: HistoryReport) -> str:
     again = f" ({report.duplicates} already there)" if report.duplicates else ""
     text = f"imported {report.conversations} conversation(s), {report.turns} turn(s){again}: "
     text += f"{report.episodes} episode(s), {report.consolidated} consolidated"
-    return text + (f"; {report.deferred} deferred (retried by the worker)" if report.deferred else "")
+    text += f"; {report.deferred} deferred (retried by the worker)" if report.deferred else ""
+    for work in report.leased:  # not done: another holder's lease covers it
+        until = f"until {work.until.isoformat(timespec='seconds')}" if work.until else "released since"
+        text += f"\nnot done: {work.what} is leased by {work.holder or 'another process'} ({until}); run it again then"
+    return text
 
 
 def counts_text(verb: str, counts: Mapping[str, int]) -> str:

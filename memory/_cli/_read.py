@@ -62,7 +62,7 @@ def all_items(mem: MemorySystem, who: MemoryContext, limit: int | None = None, *
 @data_options
 def users(namespace: str | None) -> None:
     """List the users the store holds memories of."""
-    found = [u for u in open_system().tiers.users() if namespace is None or u.namespace == namespace]
+    found = [u for u in open_system(read_only=True).tiers.users() if namespace is None or u.namespace == namespace]
     emit([{"namespace": u.namespace, "user_id": u.user_id} for u in found], users_text(found))
 
 
@@ -85,7 +85,7 @@ def show(
     """List a user's memories, oldest first, with the ids the other commands take."""
     filters: dict[str, object] = {"tier": list(tier) or None, "subject": subject, "status": list(status) or None}
     filters |= {"since": utc(since), "until": utc(until)}
-    items = all_items(open_system(), who, limit + 1, **filters)
+    items = all_items(open_system(read_only=True), who, limit + 1, **filters)
     emit(items[:limit], items_text(items[:limit]))
     if len(items) > limit and not given("json"):
         click.echo(f"(more than {limit}: raise --limit)", err=True)
@@ -103,7 +103,9 @@ def search(
     """Recall a user's memories for QUERY, best first, as the agent would.
 
     Time words in QUERY ("last week", "in May") rank what was said then first."""
-    found = awaited(open_system().recall(who, query, limit=limit, subject=subject, since=utc(since), until=utc(until)))
+    found = awaited(
+        open_system(read_only=True).recall(who, query, limit=limit, subject=subject, since=utc(since), until=utc(until))
+    )
     emit(found, items_text(found))
 
 
@@ -111,7 +113,7 @@ def search(
 @for_user(by_id=True)
 def get(who: MemoryContext, id: str) -> None:
     """Show one memory (or captured turn) of a user by id, in full."""
-    item = awaited(open_system().get(who, id))
+    item = awaited(open_system(read_only=True).get(who, id))
     emit(item, item_text(item))
 
 
@@ -119,7 +121,7 @@ def get(who: MemoryContext, id: str) -> None:
 @for_user(by_id=True)
 def history(who: MemoryContext, id: str) -> None:
     """Show every version of a memory with its validity and the turns it came from."""
-    versions = awaited(open_system().history(who, id))
+    versions = awaited(open_system(read_only=True).history(who, id))
     emit(versions, versions_text(versions))
 
 
@@ -129,7 +131,7 @@ def history(who: MemoryContext, id: str) -> None:
 @data_options
 def stats(user: str | None, namespace: str | None) -> None:
     """Count a user's memories per tier and status (every user's without USER)."""
-    mem = open_system()
+    mem = open_system(read_only=True)
     if user is not None:
         found = awaited(mem.stats(user_context(namespace or "default", user)))
         emit(found, stats_text(found))
@@ -149,7 +151,7 @@ def graph(who: MemoryContext, fmt: str, output: str, closed: bool) -> None:
     """Draw a user's relations graph: subjects as nodes, edges labelled with their relation."""
     if fmt == "png" and output == "-" and sys.stdout.isatty():
         raise InvalidArgumentError("a PNG is binary: give -o FILE.png (or pipe it)")
-    mem = open_system()
+    mem = open_system(read_only=True)
     edges = [e for e in all_items(mem, who, tier="relation") if closed or e.metadata.get("current") is not False]
     dot = graph_dot(f"{who.namespace}/{who.user_id}", awaited(mem.subjects(who)), edges)
     data = dot.encode() if fmt == "dot" else render_dot(dot, "svg" if fmt == "svg" else "png")

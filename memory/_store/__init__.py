@@ -5,6 +5,7 @@ Tables and their versions, reads, writes, search, the meta table, leases and mai
 
 from __future__ import annotations
 
+from ._holders import process_holder
 from ._leases import Lease, Leases
 from ._meta import REEMBEDDING, SCHEMA_VERSION, recipe_of
 from ._meta_table import stored_meta
@@ -24,6 +25,7 @@ __all__ = [
     "TableName",
     "TierTable",
     "Where",
+    "process_holder",
     "recipe_of",
     "resolve_options",
     "stored_meta",

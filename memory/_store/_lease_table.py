@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+import lancedb
 import pyarrow as pa
 from lancedb.table import Table as EngineTable
 
@@ -45,6 +46,8 @@ class LeaseTable:
                 try:
                     table = tables.open(LEASES)
                 except (ValueError, FileNotFoundError):  # lancedb's "table not found"
+                    if not tables.create:  # read-only: no lease is held; looked for again on the next call
+                        return lancedb.connect("memory://").create_table(LEASES, schema=LEASE_SCHEMA)
                     with tables.write_lock:
                         table = tables.retry(
                             "create the leases table", lambda: tables.create_table(LEASES, LEASE_SCHEMA), gated=False
@@ -54,7 +57,15 @@ class LeaseTable:
         return tables.opened[LEASES]
 
     def claim(
-        self, key: str, *, holder: str, token: str, expires_at: datetime, now: datetime, renew: bool = False
+        self,
+        key: str,
+        *,
+        holder: str,
+        token: str,
+        expires_at: datetime,
+        now: datetime,
+        renew: bool = False,
+        takeover: str | None = None,
     ) -> bool:
         table = self.table()
         row = pa.Table.from_pylist(
@@ -62,6 +73,8 @@ class LeaseTable:
         )
         if renew:
             condition = f"target.token = {sql_literal(token)}"
+        elif takeover is not None:  # a dead holder's lease: only while it still carries that holder's token
+            condition = f"target.token = {sql_literal(takeover)}"
         else:
             condition = f"target.expires_at <= {sql_timestamp(now)} OR target.holder = {sql_literal(holder)}"
 

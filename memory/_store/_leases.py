@@ -3,9 +3,10 @@
 A lease is a row of the store's ``leases`` table (key, holder, token, expiry), written only by
 conditional merges (see :meth:`Store.claim`), so it works wherever the store does: a local folder
 or object storage, with no file locks and no lock service. A holder that dies blocks the key only
-until its lease expires. Leases run on the wall clock (UTC), not the library's injectable clock:
-other processes' clocks are wall clocks too. Keys such as ``"consolidate:<namespace>:<user_id>"``
-go into filters only through :func:`sql_literal`.
+until its lease expires, or, for a holder named by :func:`process_holder`, until a process of the same
+machine asks for the key and finds the holder gone (see :mod:`._holders`). Leases run on the wall clock
+(UTC), not the library's injectable clock: other processes' clocks are wall clocks too. Keys such as
+``"consolidate:<namespace>:<user_id>"`` go into filters only through :func:`sql_literal`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from .._errors import InvalidArgumentError
 from .._filters import MAX_FILTER_VALUE
+from ._holders import dead_here
 from ._store import Store
 
 __all__ = ["Lease", "Leases"]
@@ -54,14 +56,28 @@ class Leases:
     def acquire(self, key: str, *, holder: str, ttl: timedelta) -> Lease | None:
         """A new lease on ``key`` for ``ttl``, or None while another holder's lease is live.
 
-        An expired lease is taken over; ``holder``'s own live lease is replaced (its old token stops working).
+        An expired lease is taken over, as is one whose holder is a dead process of this machine;
+        ``holder``'s own live lease is replaced (its old token stops working).
         """
         _check(key=key, holder=holder, ttl=ttl)
         now = self._now()
         lease = Lease(key=key, holder=holder, token=uuid.uuid4().hex, expires_at=now + ttl)
         won = self.store.claim(key, holder=holder, token=lease.token, expires_at=lease.expires_at, now=now)
+        won = won or self._take_over(key, holder=holder, token=lease.token, expires_at=lease.expires_at)
         log.debug("lease %s %s by %s", key, "acquired" if won else "busy, not acquired", holder)
         return lease if won else None
+
+    def _take_over(self, key: str, *, holder: str, token: str, expires_at: datetime) -> bool:
+        """Take ``key`` from a holder that died on this machine; False while its holder may live."""
+        dead = self.holder(key)
+        if dead is None or not dead_here(dead.holder):
+            return False
+        now = self._now()
+        won = self.store.claim(key, holder=holder, token=token, expires_at=expires_at, now=now, takeover=dead.token)
+        if won:
+            log.warning("lease %s taken over from %s, a process that is gone (until %s)", key, dead.holder,
+                        dead.expires_at.isoformat())  # fmt: skip
+        return won
 
     def renew(self, lease: Lease, *, ttl: timedelta) -> Lease | None:
         """``lease`` extended to now + ``ttl``, or None if it was lost (expired and taken, or released)."""
@@ -87,6 +103,7 @@ class Leases:
             return {}
         now, token = self._now(), uuid.uuid4().hex
         won = self.store.claim_many(keys, holder=holder, token=token, expires_at=now + ttl, now=now)
+        won |= {k for k in set(keys) - won if self._take_over(k, holder=holder, token=token, expires_at=now + ttl)}
         log.debug("leases %s acquired by %s, %d busy", sorted(won), holder, len(set(keys) - won))
         return {k: Lease(key=k, holder=holder, token=token, expires_at=now + ttl) for k in keys if k in won}
 

@@ -348,16 +348,27 @@ class Store(TypedReads):
         return self._lease_table.table()
 
     def claim(
-        self, key: str, *, holder: str, token: str, expires_at: datetime, now: datetime, renew: bool = False
+        self,
+        key: str,
+        *,
+        holder: str,
+        token: str,
+        expires_at: datetime,
+        now: datetime,
+        renew: bool = False,
+        takeover: str | None = None,
     ) -> bool:
         """Write the lease row of ``key`` if it may be taken; True if it was written.
 
         It may be taken when absent, expired at ``now`` or held by ``holder``; with ``renew``, only
-        when it still carries ``token``. One merge decides, so two processes never both win: a
+        when it still carries ``token``; with ``takeover`` (a dead holder's token), when absent or
+        still carrying that token. One merge decides, so two processes never both win: a
         concurrent update of the row, or insert of the key, makes the later commit conflict and
         its retry sees the winner's row.
         """
-        return self._lease_table.claim(key, holder=holder, token=token, expires_at=expires_at, now=now, renew=renew)
+        return self._lease_table.claim(
+            key, holder=holder, token=token, expires_at=expires_at, now=now, renew=renew, takeover=takeover
+        )
 
     def unclaim(self, key: str, *, token: str) -> None:
         """Delete the lease row of ``key`` if it still carries ``token`` (else someone took it over)."""

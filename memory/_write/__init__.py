@@ -13,6 +13,7 @@ from ._conversation_import import (
     HistoryProgress,
     HistoryReport,
     HistoryTurn,
+    LeasedWork,
 )
 from ._janitor import janitor_pass
 from ._system import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult, system
@@ -32,6 +33,7 @@ __all__ = [
     "HistoryProgress",
     "HistoryReport",
     "HistoryTurn",
+    "LeasedWork",
     "MemorySystem",
     "RememberArguments",
     "RetryReport",

@@ -10,7 +10,9 @@ observations concurrent, ``concurrency`` model calls in flight, each observing a
 batch of pending episodes is consolidated while later groups are still being observed, then the
 user is digested. Every step is idempotent and turns are named as ``capture(at=)`` names them, so an import
 interrupted by a crash is finished by running it again: turns already journaled are skipped
-(``duplicates``), nothing is written twice.
+(``duplicates``), nothing is written twice. The crashed run's leases (a session's end, the consolidation,
+the digest) are taken over at once when it ran on this machine; work another live process (or a crashed
+one elsewhere) still holds a lease on is not done, and the report says what and until when (``leased``).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from typing import Protocol
 from .._blocking import run_blocking
 from .._clock import utc
 from .._errors import InvalidArgumentError
+from .._identity import lease_key
 from .._records import MemoryContext, Message
 from .._results import ConsolidationResult, DigestResult, SessionResult
+from .._store import Leases
 from .._tiers import checked_context
 from .._transcripts import normalize_messages
 from ._bulk_import import Observer, import_sessions, settled
@@ -38,6 +42,7 @@ __all__ = [
     "HistoryProgress",
     "HistoryReport",
     "HistoryTurn",
+    "LeasedWork",
     "import_conversations",
 ]
 
@@ -75,6 +80,18 @@ class HistoryProgress:
     conversations_total: int
 
 
+@dataclass(frozen=True, kw_only=True)
+class LeasedWork:
+    """Work an import left undone because another holder's lease covers it: run the import again after ``until``."""
+
+    what: str
+    """``"session <id>"`` (its end: the episode), ``"consolidation"`` or ``"digest"``."""
+    holder: str | None
+    """Who holds the lease (host, pid, ...), None if it was released since."""
+    until: datetime | None
+    """When the lease expires (UTC), None if it was released since (run again now)."""
+
+
 @dataclass(kw_only=True)
 class HistoryReport:
     """What an import did."""
@@ -88,6 +105,8 @@ class HistoryReport:
     episodes: int = 0
     consolidated: int = 0
     errors: list[str] = field(default_factory=list)
+    leased: list[LeasedWork] = field(default_factory=list)
+    """Work not done because another live holder (or a crashed process of another machine) holds its lease."""
 
 
 class _Pipeline(Protocol):
@@ -185,13 +204,24 @@ async def import_conversations(
                 )
             )
 
-    async def consolidated() -> None:
+    leases = Leases(tiers.store)
+
+    async def leased(what: str, kind: str, session_id: str | None = None) -> None:
+        lease = await settled(run_blocking(leases.holder, lease_key(kind, ctx, session_id=session_id)))
+        if lease is None:  # released since it was refused: nothing holds it now
+            report.leased.append(LeasedWork(what=what, holder=None, until=None))
+        else:
+            report.leased.append(LeasedWork(what=what, holder=lease.holder, until=lease.expires_at))
+
+    async def consolidated(last: bool = False) -> None:
         result = await settled(pipeline.consolidate(ctx, batch_size=BATCH))
         report.consolidated += result.episodes
         if result.error:
             report.errors.append(f"consolidate: {result.error}")
         if not result.busy:  # busy: another process consolidates; these stay pending for the next batch
             waiting.clear()
+        elif last:  # the last chance of this import: say what is left and until when
+            await leased("consolidation", "consolidate")
 
     async def group(g: int, members: Sequence[Conversation]) -> None:
         async with imports:  # the journal, observations and writes of a group, in a few commits
@@ -211,6 +241,8 @@ async def import_conversations(
             report.deferred += result.deferred
             if result.error:
                 report.errors.append(f"{conversation.session_id}: {result.error}")
+            if result.busy:
+                await leased(f"session {conversation.session_id}", "session", conversation.session_id)
             if consolidate and result.episode is not None and result.episode.status == "pending":
                 waiting.add(result.episode.id)
             report.conversations += 1
@@ -224,6 +256,7 @@ async def import_conversations(
     # A failure stops the import (store work in flight lands first: it runs in ``settled``); a rerun resumes it.
     await together(*(group(g // BATCH, ordered[g : g + BATCH]) for g in range(0, len(ordered), BATCH)))
     if consolidate and parsed:
-        await consolidated()
-        await settled(pipeline.digest(ctx))
+        await consolidated(last=True)
+        if (await settled(pipeline.digest(ctx))).busy:
+            await leased("digest", "digest")
     return report

@@ -10,9 +10,6 @@ process ending the same session at the same time is kept out by a lease in the s
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -28,7 +25,7 @@ from .._identity import episode_id, lease_key
 from .._records import Episode, MemoryContext, Turn, WorkingEntry
 from .._results import SessionResult
 from .._retries import NO_ERROR, RetryPolicy, blocked, model_config
-from .._store import Lease, Leases, Where
+from .._store import Lease, Leases, Where, process_holder
 from .._text import loggable
 from .._tiers import Tiers, scope
 from ._capture import Capture
@@ -43,8 +40,9 @@ LEASE_TTL = timedelta(minutes=10)
 
 
 def holder_id() -> str:
-    """Names this process's leases (host, pid and a random part: two systems in one process differ)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    """Names this process's leases (host, pid, a random part: two systems in one process differ, and what lets
+    a process of this machine tell that the holder died: see ``process_holder``)."""
+    return process_holder()
 
 
 @asynccontextmanager

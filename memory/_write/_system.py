@@ -100,6 +100,7 @@ def system(
     clock: Clock | None = None,
     max_context_tokens: int = 1000,
     token_counter: TokenCounter | None = None,
+    create: bool = True,
     **unknown: Never,
 ) -> MemorySystem:
     """The read side plus the capture pipeline.
@@ -110,6 +111,7 @@ def system(
     every stage fits its prompt inside it.
     ``keep_roles``: which roles of a captured transcript the turn log keeps (default: what people
     said, ``{"user", "assistant"}``; add ``"system"``, ``"developer"`` or ``"tool"`` to keep more).
+    ``create=False``: for reading only (as ``create_memory_capability``'s): nothing is created or recorded.
     The other options are those of :func:`create_memory_capability`; an unknown keyword raises
     :class:`ConfigurationError` naming the closest valid one.
     """
@@ -130,6 +132,6 @@ def system(
     capability = create_memory_capability(
         store=store, storage_options=storage_options, embedder=embedder, embedder_dimensions=embedder_dimensions,
         working=working, episodic=episodic, semantic=semantic, digest=digest, hygiene=hygiene, recall=recall,
-        preset=preset, clock=clock, max_context_tokens=max_context_tokens, token_counter=token_counter,
+        preset=preset, clock=clock, max_context_tokens=max_context_tokens, token_counter=token_counter, create=create,
     )  # fmt: skip
     return MemorySystem(capability=capability, stages=stages, keep_roles=keep_roles)
