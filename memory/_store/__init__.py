@@ -11,6 +11,7 @@ from ._meta_table import stored_meta
 from ._recorded import resolve_options
 from ._store import Store, TableName, Where
 from ._user_tables import MEMORY_TABLES, TIER_TABLES, USER_TABLES, TierTable
+from ._user_writes import WRITE_TTL, user_writes
 
 __all__ = [
     "MEMORY_TABLES",
@@ -18,6 +19,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "TIER_TABLES",
     "USER_TABLES",
+    "WRITE_TTL",
     "Lease",
     "Leases",
     "Store",
@@ -27,4 +29,5 @@ __all__ = [
     "recipe_of",
     "resolve_options",
     "stored_meta",
+    "user_writes",
 ]
