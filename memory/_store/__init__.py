@@ -11,7 +11,7 @@ from ._meta_table import stored_meta
 from ._recorded import resolve_options
 from ._store import Store, TableName, Where
 from ._user_tables import MEMORY_TABLES, TIER_TABLES, USER_TABLES, TierTable
-from ._user_writes import WRITE_TTL, user_writes
+from ._user_writes import WRITE_TTL, user_writes, user_writes_async
 
 __all__ = [
     "MEMORY_TABLES",
@@ -30,4 +30,5 @@ __all__ = [
     "resolve_options",
     "stored_meta",
     "user_writes",
+    "user_writes_async",
 ]

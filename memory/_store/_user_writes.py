@@ -18,16 +18,17 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import timedelta
 
+from .._blocking import run_blocking
 from .._errors import StoreConflictError
 from .._identity import Scope, lease_key
-from ._leases import Leases
+from ._leases import Lease, Leases
 from ._store import Store
 
-__all__ = ["WRITE_TTL", "user_writes"]
+__all__ = ["WRITE_TTL", "user_writes", "user_writes_async"]
 
 WRITE_TTL = timedelta(seconds=30)
 """How long a dead writer's lease blocks the user's other writers (a live one holds it for one commit)."""
@@ -49,16 +50,32 @@ def user_writes(store: Store, scope: Scope, *, wait: float = _WAIT) -> Iterator[
         return
     with _STRIPES[hash(key) % len(_STRIPES)]:
         leases = Leases(store)
-        holder = f"{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"  # one per hold: never re-entered
-        deadline, delay = time.monotonic() + wait, 0.005
-        while (lease := leases.acquire(key, holder=holder, ttl=WRITE_TTL)) is None:
-            if time.monotonic() > deadline:
-                raise StoreConflictError(f"another writer held this user's memories for over {wait:.0f} s")
-            time.sleep(delay * random.uniform(0.5, 1.5))
-            delay = min(delay * 2, 0.25)
+        lease = _acquire(leases, key, wait)
         held.add(key)
         try:
             yield
         finally:
             held.discard(key)
             leases.release(lease)
+
+
+@asynccontextmanager
+async def user_writes_async(store: Store, scope: Scope, *, wait: float = _WAIT) -> AsyncIterator[None]:
+    """:func:`user_writes` for a block of several ``run_blocking`` steps (not re-entrant: it spans threads)."""
+    leases = Leases(store)
+    lease = await run_blocking(_acquire, leases, lease_key("write", scope), wait)
+    try:
+        yield
+    finally:
+        await run_blocking(leases.release, lease)
+
+
+def _acquire(leases: Leases, key: str, wait: float) -> Lease:
+    holder = f"{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"  # one per hold: never re-entered
+    deadline, delay = time.monotonic() + wait, 0.005
+    while (lease := leases.acquire(key, holder=holder, ttl=WRITE_TTL)) is None:
+        if time.monotonic() > deadline:
+            raise StoreConflictError(f"another writer held this user's memories for over {wait:.0f} s")
+        time.sleep(delay * random.uniform(0.5, 1.5))
+        delay = min(delay * 2, 0.25)
+    return lease

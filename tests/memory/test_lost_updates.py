@@ -146,6 +146,7 @@ except InvalidArgumentError:
 """
 
 
+@pytest.mark.slow  # two interpreters importing tiermem: 10-25 s on a loaded machine
 async def test_two_processes_updating_one_fact_leave_one_active_version(tmp_path: Path) -> None:
     store = tmp_path / "store"
     mem = make(store, Scripted())
