@@ -3,7 +3,8 @@
 Two ``update`` calls on one fact at once (coroutines, threads, processes), and a correction, pin or
 feedback made while a consolidation of the same user waits on the model (a gated fake whose answer
 reinforces or updates that fact): afterwards the fact's chain has exactly one active version, and
-the pin, the correction and the feedback are all still there.
+the pin, the correction and the feedback are all still there. A janitor compaction waiting on the model
+does not merge away a fact pinned or corrected meanwhile.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import pytest
 from tests.faults.model import healthy_reply, token
 from tests.subprocesses import clean_env
 from tiermem import Fact, InvalidArgumentError, MemoryContext, MemorySystem, system
+from tiermem.jobs import run_janitor
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, StageCall
+from tiermem.prompts import compact
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")
 
@@ -238,3 +241,39 @@ async def test_feedback_during_consolidation_is_kept(tmp_path: Path) -> None:
     (current,) = active_versions(mem, fact.id)
     assert [e["signal"] for e in current.metadata.get("feedback", [])] == ["unhelpful"]
     assert current.reinforcements > fact.reinforcements  # the consolidation's reinforcement, on top
+
+
+@pytest.mark.parametrize("change", ["pin", "update"], ids=["pinned-meanwhile", "corrected-meanwhile"])
+async def test_a_change_during_compaction_is_not_merged_away(tmp_path: Path, change: str) -> None:
+    entered, released = threading.Event(), threading.Event()
+    sources: list[str] = []
+
+    async def answer(messages: list[dict[str, Any]], call: StageCall[Any, Any]) -> dict[str, Any]:
+        assert call.stage is compact.STAGE
+        entered.set()
+        await asyncio.to_thread(released.wait, 60)
+        return {"merges": [{"source_ids": sources, "text": "The user ran 5 km and 10 km races."}]}
+
+    fake = FunctionModel(function=answer)
+    mem = system(
+        model=fake.model, store=str(tmp_path / "store"), embedder=HashingEmbedder(64), clock=FrozenClock(),
+        semantic={"max_facts": 10},
+    )  # fmt: skip
+    facts = [await mem.add_semantic_fact(CTX, f"The user ran a {k} km race.") for k in range(5, 16)]  # one too many
+    sources += [facts[0].id, facts[1].id]
+    running = asyncio.ensure_future(run_janitor(mem))
+    assert await asyncio.to_thread(entered.wait, 60)
+
+    if change == "pin":
+        await mem.pin(CTX, facts[0].id)
+    else:
+        await mem.update(CTX, facts[0].id, text="The user ran a 6 km race.")
+    released.set()
+    report = await running
+
+    assert (report.facts_merged, report.compaction_failed) == (0, 1)  # left for the next run, which sees the change
+    active = await mem.facts(CTX)
+    assert not any(f.metadata.get("merged_from") for f in active)
+    assert len(active_versions(mem, facts[0].id)) == 1
+    if change == "pin":
+        assert [f.pinned for f in active if f.id == facts[0].id] == [True]
