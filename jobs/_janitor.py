@@ -9,6 +9,8 @@ user unless forced (``jobs._guard``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 
@@ -17,7 +19,9 @@ from tiermem.memory._decay import effective_confidence, turn_decay
 from tiermem.memory._errors import TiermemError, UserErasedError
 from tiermem.memory._options import HygieneOptions
 from tiermem.memory._records import Fact, MemoryContext
+from tiermem.memory._store import Where, user_writes, user_writes_async
 from tiermem.memory._text import loggable
+from tiermem.memory._tiers import scope
 from tiermem.pipelines import compact_subject
 
 from ._expiry import expire
@@ -144,23 +148,25 @@ async def _user_pass(
     mem: MaintainedSystem, ctx: MemoryContext, now: datetime, steps: list[str], *, dry_run: bool
 ) -> JanitorReport:
     report = JanitorReport(dry_run=dry_run, steps=steps)
-    archived = await _facts(mem, ctx, now, report, dry_run) if "archive" in steps else set()
-    if "decay" in steps:
-        await _working(mem, ctx, now, report, dry_run)
-    if "dangling_edges" in steps and mem.relations.options is not None:
-        # In a dry run the facts this run would archive count as ended already.
-        close, delete = await run_blocking(mem.relations.dangling, ctx, ignoring=archived if dry_run else ())
-        report.edges_removed += len(close) + len(delete)
-        report.edges_deleted += len(delete)
-        if not dry_run:
-            await run_blocking(mem.relations.settle_dangling, ctx, close, delete)
-    if "ttl" in steps:  # after the edges settle: which turns stay depends on what is still live
-        expiry = await expire(mem, ctx, now, dry_run=dry_run, ended=archived)
-        report.episodes_expired += expiry.episodes
-        report.turns_removed += expiry.turns_removed
-        report.turns_kept += expiry.turns_kept
-        report.citations_rewritten += expiry.citations_rewritten
-    if "compaction" in steps:
+    # What these steps read is what they write back: a correction or consolidation waits, none is undone.
+    async with nullcontext() if dry_run else user_writes_async(mem.store, ctx):
+        archived = await _facts(mem, ctx, now, report, dry_run) if "archive" in steps else set()
+        if "decay" in steps:
+            await _working(mem, ctx, now, report, dry_run)
+        if "dangling_edges" in steps and mem.relations.options is not None:
+            # In a dry run the facts this run would archive count as ended already.
+            close, delete = await run_blocking(mem.relations.dangling, ctx, ignoring=archived if dry_run else ())
+            report.edges_removed += len(close) + len(delete)
+            report.edges_deleted += len(delete)
+            if not dry_run:
+                await run_blocking(mem.relations.settle_dangling, ctx, close, delete)
+        if "ttl" in steps:  # after the edges settle: which turns stay depends on what is still live
+            expiry = await expire(mem, ctx, now, dry_run=dry_run, ended=archived)
+            report.episodes_expired += expiry.episodes
+            report.turns_removed += expiry.turns_removed
+            report.turns_kept += expiry.turns_kept
+            report.citations_rewritten += expiry.citations_rewritten
+    if "compaction" in steps:  # its model call holds no lease; its write checks what it merged is unchanged
         await _compact(mem, ctx, now, report, dry_run)
     return report
 
@@ -236,7 +242,22 @@ async def _compact(
             report.compaction_failed += 1
             continue
         report.compaction_refused += plan.refused
+        if plan.facts and not await run_blocking(_merged, mem, ctx, group, plan.facts):
+            log.info("janitor: %s/%s changed during its compaction; the next run retries", ctx.user_id, subject)
+            report.compaction_failed += 1
+            continue
         if plan.facts:
-            await run_blocking(mem.tiers.put_facts, plan.facts)
             report.facts_merged += plan.merged_sources
             excess -= plan.merged_sources - sum(1 for f in plan.facts if f.status == "active")
+
+
+def _merged(mem: MaintainedSystem, ctx: MemoryContext, shown: Sequence[Fact], merged: Sequence[Fact]) -> bool:
+    """Write a compaction's facts if none it replaces changed since the model saw them; whether it wrote."""
+    seen = {f.id: f for f in shown}
+    replaced = sorted({f.id for f in merged} & set(seen))
+    with user_writes(mem.store, ctx):
+        current = {f.id: f for f in mem.store.get("facts", Where(eq=scope(ctx)), replaced)}
+        if any(current.get(i) != seen[i] for i in replaced):
+            return False
+        mem.tiers.put_facts(merged)
+    return True

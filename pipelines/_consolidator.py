@@ -13,7 +13,7 @@ a move said two sessions after the old home, both in one batch, keeps the old ho
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -49,6 +49,9 @@ class ConsolidationPlan:
     edges: list[Edge] = field(default_factory=list)
     refused: list[Refusal] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    rebase: Callable[[Sequence[Fact]], ConsolidationPlan] | None = None
+    """The same answer applied to other versions of the facts: the current ones, re-read when the plan is
+    written (a correction or a pin made during the model call is built on, never overwritten)."""
 
     def count(self, key: str) -> None:
         self.counts[key] = self.counts.get(key, 0) + 1
@@ -90,7 +93,33 @@ async def consolidate_episodes(
     )
     # Fitted to the model's budget; with edges when relations are on.
     output = answer if answer is not None else await run_consolidation(model, inputs)
-    plan = ConsolidationPlan()
+    return _planned(
+        output, ctx=ctx, episodes=episodes, observations=observations, existing=existing, aliases=aliases, rel=rel,
+        now=now, known_subjects=known_subjects,
+    )  # fmt: skip
+
+
+def _planned(
+    output: consolidate.FactsOutput,
+    *,
+    ctx: MemoryContext,
+    episodes: Sequence[Episode],
+    observations: Sequence[WorkingEntry],
+    existing: Sequence[Fact],
+    aliases: Mapping[str, str],
+    rel: RelationsOptions | None,
+    now: datetime,
+    known_subjects: Sequence[str],
+) -> ConsolidationPlan:
+    """The plan of ``output`` over ``existing``, which may be rebased on other versions of them."""
+
+    def rebase(current: Sequence[Fact]) -> ConsolidationPlan:
+        return _planned(
+            output, ctx=ctx, episodes=episodes, observations=observations, existing=current, aliases=aliases,
+            rel=rel, now=now, known_subjects=known_subjects,
+        )  # fmt: skip
+
+    plan = ConsolidationPlan(rebase=rebase)
     known = {f.id: f for f in existing}
     _Applier(output.operations, plan=plan, ctx=ctx, known=known, aliases=aliases, now=now,
              sources=Sources(episodes, observations, now)).run()  # fmt: skip
@@ -182,12 +211,23 @@ class _Applier:
             target = self.plan.facts.get(wrote or "") or self.known.get(wrote or "")
         elif self.ops[i].target_id:
             target = self.known.get(self.ops[i].target_id or "")
+            if self.ops[i].op == "update":  # corrected since the model saw it: the update changes what holds now
+                target = self._current(target)
         hops = 0
         while self.ops[i].op == "update" and target is not None and hops < len(self.ops):
             # Changed already by an earlier operation of this answer: this one changes what holds since.
             later = self.plan.facts.get(target.superseded_by or "") if target.id in self.plan.facts else None
             target, hops = (later, hops + 1) if later is not None else (target, len(self.ops))
         self.wrote[i] = self._apply(self.ops[i], target, self.evidence[i])
+
+    def _current(self, fact: Fact | None) -> Fact | None:
+        """The version of a known fact that holds now (the end of its chain, when the chain is known)."""
+        hops = 0
+        while fact is not None and fact.status == "superseded" and fact.superseded_by in self.known:
+            if (hops := hops + 1) > len(self.known):
+                break
+            fact = self.known[fact.superseded_by or ""]
+        return fact
 
     def _refuse(self, op: consolidate.Operation, subject: str, reason: str) -> None:
         self.plan.refused.append(Refusal(op=op.op, subject=subject, reason=reason))
@@ -209,6 +249,9 @@ class _Applier:
             if target.subject != subject:
                 self._refuse(op, subject, f"cross-subject {op.op}: {target.subject!r} fact by a {subject!r} operation")
                 return None
+            if target.status != "active" and target.id not in plan.facts:  # changed since the model saw it
+                self._refuse(op, subject, f"target {target.id!r} is {target.status} now")
+                return None
         if op.op == "add" and not op.text.strip():
             self._refuse(op, subject, "empty text")
             return None
@@ -228,6 +271,10 @@ class _Applier:
         if current is not None and current.status == "active":
             _reinforce(plan, current, op.confidence, now, turns, episodes, keys, since)
             return new_id
+        if current is not None and current.status == "superseded" and new_id not in plan.facts:
+            # One row per text: writing it anew would make a second active version beside its successor.
+            self._refuse(op, subject, f"restates {new_id!r}, superseded by {current.superseded_by!r}")
+            return None
         fact = Fact.new(
             self.ctx, subject=subject, text=text, now=now, confidence=op.confidence, valid_from=since,
             provenance=turns, metadata=meta, keys=keys,

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._blocking import run_blocking
 from .._records import Alias, Edge, Fact, MemoryContext
-from .._store import MEMORY_TABLES, USER_TABLES, TableName, TierTable, Where
+from .._store import MEMORY_TABLES, USER_TABLES, TableName, TierTable, Where, user_writes
 from .._tiers import checked_context, scope
 from ._derived_text import DerivedText, TextRewriter
 from ._governance import Governance, Record
@@ -169,6 +169,10 @@ class Erasure:
 
     def _apply_forget(self, ctx: MemoryContext, gone: dict[TableName, set[str]]) -> int:
         """Clean the others' provenance first and delete last, so a crash leaves a rerunnable forget."""
+        with user_writes(self.store, ctx):  # what it reads is what it writes back: no correction lost between
+            return self._clean_and_delete(ctx, gone)
+
+    def _clean_and_delete(self, ctx: MemoryContext, gone: dict[TableName, set[str]]) -> int:
         removed: set[str] = set().union(*gone.values())
         where = Where(eq=scope(ctx))
         cleaned = 0

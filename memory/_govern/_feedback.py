@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .._decay import reinforce
 from .._errors import InvalidArgumentError, MemoryNotFoundError
 from .._records import Edge, Episode, Fact, MemoryContext, RankedMemoryItem
-from .._store import TableName
+from .._store import TableName, user_writes
 from ._governance import Governance, Record
 
 __all__ = ["LOG_LENGTH", "MAX_RECEIPTS", "STEP", "FeedbackReport", "RecallResult", "Receipts", "apply_feedback"]
@@ -179,21 +179,22 @@ def apply_feedback(
         reinforced: list[str] = []
         lowered: list[str] = []
         unchanged: list[str] = []
-        for signal, ids in (("used", good), ("unhelpful", bad)):
-            for rid in sorted(ids):
-                try:
-                    table, record = governance.find(ctx, rid)
-                except MemoryNotFoundError:  # forgotten since the recall
-                    unchanged.append(rid)
-                    continue
-                changed = _changed(record, signal, receipt, now)
-                if changed is None:
-                    unchanged.append(rid)
-                    continue
-                writes.setdefault(table, []).append(changed)
-                (reinforced if signal == "used" else lowered).append(rid)
-        for table, records in writes.items():
-            governance.put(table, records)
+        with user_writes(governance.store, ctx):  # each record read and written back with nothing between
+            for signal, ids in (("used", good), ("unhelpful", bad)):
+                for rid in sorted(ids):
+                    try:
+                        table, record = governance.find(ctx, rid)
+                    except MemoryNotFoundError:  # forgotten since the recall
+                        unchanged.append(rid)
+                        continue
+                    changed = _changed(record, signal, receipt, now)
+                    if changed is None:
+                        unchanged.append(rid)
+                        continue
+                    writes.setdefault(table, []).append(changed)
+                    (reinforced if signal == "used" else lowered).append(rid)
+            for table, records in writes.items():
+                governance.put(table, records)
         issued.given = (good, bad)
         issued.report = FeedbackReport(
             receipt=receipt, reinforced=tuple(reinforced), lowered=tuple(lowered), unchanged=tuple(unchanged)

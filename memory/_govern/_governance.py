@@ -24,7 +24,7 @@ from .._identity import fact_id
 from .._options import SemanticOptions, WorkingOptions
 from .._paging import checked_id, checked_strings, decode_cursor, encode_cursor
 from .._records import Digest, Edge, Episode, Fact, MemoryContext, MemoryItem, Tier, Turn, WorkingEntry
-from .._store import MEMORY_TABLES, TIER_TABLES, Store, TableName, TierTable, Where
+from .._store import MEMORY_TABLES, TIER_TABLES, Store, TableName, TierTable, Where, user_writes
 from .._subjects import canonical_subject
 from .._tiers import Lineage, checked_context, checked_where, embedded_text, scope, to_memory_item
 from .._when import checked_window
@@ -320,6 +320,10 @@ class Governance:
             raise InvalidArgumentError("update needs a new text, a new subject or both")
         if text is not None and (not isinstance(text, str) or not text.strip() or len(text) > _MAX_TEXT):
             raise InvalidArgumentError(f"text must be a non-empty string of at most {_MAX_TEXT} characters")
+        with user_writes(self.store, ctx):  # read to commit: a concurrent write is waited for, never overwritten
+            return self._update(ctx, rid, text=text, subject=subject)
+
+    def _update(self, ctx: MemoryContext, rid: str, *, text: str | None, subject: str | None) -> Fact:
         old = self._fact(ctx, rid, "updated")
         if old.status != "active":
             raise InvalidArgumentError(
@@ -363,6 +367,10 @@ class Governance:
 
     def pin_sync(self, ctx: MemoryContext, rid: str, *, pinned: bool = True) -> Fact | Episode:
         """The blocking body of ``pin`` / ``unpin``. Pinning an archived fact makes it active again."""
+        with user_writes(self.store, ctx):
+            return self._pin(ctx, rid, pinned=pinned)
+
+    def _pin(self, ctx: MemoryContext, rid: str, *, pinned: bool) -> Fact | Episode:
         table, record = self.find(ctx, rid, ("facts", "episodes"))
         if isinstance(record, Fact) and record.status == "superseded":
             raise InvalidArgumentError(f"fact {record.id!r} was superseded by {record.superseded_by!r}: pin that one")

@@ -12,6 +12,7 @@ from ._meta_table import stored_meta
 from ._recorded import resolve_options
 from ._store import Store, TableName, Where
 from ._user_tables import MEMORY_TABLES, TIER_TABLES, USER_TABLES, TierTable
+from ._user_writes import WRITE_TTL, user_writes, user_writes_async
 
 __all__ = [
     "MEMORY_TABLES",
@@ -19,6 +20,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "TIER_TABLES",
     "USER_TABLES",
+    "WRITE_TTL",
     "Lease",
     "Leases",
     "Store",
@@ -29,4 +31,6 @@ __all__ = [
     "recipe_of",
     "resolve_options",
     "stored_meta",
+    "user_writes",
+    "user_writes_async",
 ]

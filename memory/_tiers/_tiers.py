@@ -25,7 +25,7 @@ from .._options import SemanticOptions, WorkingOptions
 from .._record_text import Embedded, checked_text, embedded_text
 from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn
 from .._scope import checked_context, scope
-from .._store import Store, TableName, Where
+from .._store import Store, TableName, Where, user_writes
 from .._subjects import USER, canonical_subject
 from ._session_log import SessionLog
 from ._working_tier import WorkingTier
@@ -229,23 +229,24 @@ class Tiers:
         canon = self.subject(ctx, subject)
         now = self.clock.now()
         fid = fact_id(ctx, subject=canon, text=body)
-        existing = self.store.get("facts", Where(eq=scope(ctx)), [fid])
-        fact: Fact
-        if existing and existing[0].status == "active":
-            fact = reinforce(existing[0], confidence=confidence, now=now, provenance=provenance)
-        else:
-            fact = Fact.new(
-                ctx,
-                subject=canon,
-                text=body,
-                now=now,
-                confidence=confidence,
-                valid_from=valid_from,
-                provenance=provenance,
-                metadata=metadata,
-            )
-        self.put_facts([fact])
-        return fact
+        with user_writes(self.store, ctx):  # a pin or correction made meanwhile is read, not overwritten
+            existing = self.store.get("facts", Where(eq=scope(ctx)), [fid])
+            fact: Fact
+            if existing and existing[0].status == "active":
+                fact = reinforce(existing[0], confidence=confidence, now=now, provenance=provenance)
+            else:
+                fact = Fact.new(
+                    ctx,
+                    subject=canon,
+                    text=body,
+                    now=now,
+                    confidence=confidence,
+                    valid_from=valid_from,
+                    provenance=provenance,
+                    metadata=metadata,
+                )
+            self.put_facts([fact])
+            return fact
 
     # -- relations (the graph rules live in Relations) ---------------------------------------
 

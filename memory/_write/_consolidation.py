@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from tiermem.pipelines import (
     PROVISIONAL,
+    ConsolidationPlan,
     StageModel,
     consolidate_episodes,
     encode_and_consolidate,
@@ -28,7 +29,7 @@ from .._read import MemoryCapability
 from .._records import Digest, Edge, Episode, Fact, MemoryContext, Turn, consolidation_order
 from .._results import ConsolidationResult, DigestResult
 from .._retries import NO_ERROR, RetryPolicy, blocked, due, model_config
-from .._store import Leases, Where
+from .._store import Leases, Where, user_writes
 from .._text import loggable
 from .._tiers import embedded_text, scope
 from ._sessions import held
@@ -36,6 +37,8 @@ from ._sessions import held
 __all__ = ["Consolidation", "digest_current"]
 
 log = logging.getLogger(__name__)
+
+_REBASES = 3  # rounds of re-reading what a rebased plan writes
 
 
 def _extension(episode: Episode) -> Episode:
@@ -105,6 +108,53 @@ class Consolidation:
         # In the batch's order, each session's turns in order (as Tiers.session_turns gives them).
         return [t for sid in wanted for t in sorted(by_session[sid], key=lambda t: (t.seq, t.created_at, t.id))]
 
+    def _write_plan(
+        self, ctx: MemoryContext, plan: ConsolidationPlan, seen: Sequence[Fact], dated: bool
+    ) -> ConsolidationPlan:
+        """Write ``plan`` rebased on the current versions of the facts it changes (blocking; the plan written).
+
+        Under the user's write lease, from the read to the commit: a correction, pin, feedback or
+        janitor pass made during the model call is built on (an update of a fact corrected meanwhile
+        changes what holds now; a reinforcement of it is refused), never overwritten.
+        """
+        with user_writes(self.tiers.store, ctx):
+            plan = self._rebased(ctx, plan, seen)
+            facts = carry_pins(list(plan.facts.values()))  # a pin outlives updates
+            if dated:  # dated by the history, taken in now: decay counts from now (``decay_start``)
+                facts = [f.model_copy(update={"stored_at": self.clock.now()}) for f in facts]
+            self.tiers.put_facts(facts)
+            if plan.edges:
+                self.relations.put_edges(ctx, plan.edges)
+            # A superseded fact takes the edges it alone supported with it (closed, kept as history).
+            self.relations.close_unsupported_edges(ctx)
+        return plan
+
+    def _rebased(self, ctx: MemoryContext, plan: ConsolidationPlan, seen: Sequence[Fact]) -> ConsolidationPlan:
+        """``plan`` over the stored versions of the facts it was planned on or writes (and their successors)."""
+        based = {f.id: f for f in seen}
+        ids = set(based) | set(plan.facts)
+        for _ in range(_REBASES):
+            current = self._current_facts(ctx, ids)
+            if plan.rebase is None or all(current.get(i) == based.get(i) for i in ids):
+                return plan  # nothing it read or writes changed since
+            plan, based = plan.rebase(list(current.values())), current
+            if set(plan.facts) <= ids:
+                return plan
+            ids |= set(plan.facts)  # it writes a fact it has not read (a text stored already?): read that too
+        return plan
+
+    def _current_facts(self, ctx: MemoryContext, ids: set[str]) -> dict[str, Fact]:
+        """The stored facts of ``ids`` and the versions that superseded them, by id."""
+        found: dict[str, Fact] = {}
+        wanted = set(ids)
+        for _ in range(_REBASES * 4):  # chains are short; bounded all the same
+            if not wanted:
+                break
+            for fact in self.tiers.store.get("facts", Where(eq=scope(ctx)), sorted(wanted)):
+                found[fact.id] = fact
+            wanted = {f.superseded_by for f in found.values() if f.superseded_by is not None} - set(found)
+        return found
+
     async def consolidate(
         self,
         ctx: MemoryContext,
@@ -166,14 +216,7 @@ class Consolidation:
                         user_names=names, aliases=aliases, relations=self.relations.options, now=now,
                         known_subjects=known,
                     )  # fmt: skip
-                facts = carry_pins(list(plan.facts.values()))  # a pin outlives updates
-                if dated:  # dated by the history, taken in now: decay counts from now (``decay_start``)
-                    facts = [f.model_copy(update={"stored_at": self.clock.now()}) for f in facts]
-                await run_blocking(self.tiers.put_facts, facts)
-                if plan.edges:
-                    await run_blocking(self.relations.put_edges, ctx, plan.edges)
-                # A superseded fact takes the edges it alone supported with it (closed, kept as history).
-                await run_blocking(self.relations.close_unsupported_edges, ctx)
+                plan = await run_blocking(self._write_plan, ctx, plan, existing, dated)
             except (ModelError, EmbedderError) as exc:
                 failed = [
                     self.retries.failed(e, exc, config=config, now=self.clock.now(), parked_status="parked")
