@@ -66,21 +66,7 @@ class ErasureMarks:
 
     def _table(self, *, create: bool) -> EngineTable | None:
         """The table (made by the first erasure, with ``create``); None while there is none: nobody was erased."""
-        tables = self._tables
-        if ERASURES not in tables.opened:
-            with engine_errors("open the erasures table"):
-                try:
-                    table = tables.open(ERASURES)
-                except (ValueError, FileNotFoundError):  # lancedb's "table not found"
-                    if not create:
-                        return None
-                    with tables.write_lock:
-                        table = tables.retry(
-                            "create the erasures table", lambda: tables.create_table(ERASURES, _SCHEMA)
-                        )
-            tables.opened[ERASURES] = table
-            tables.restore_overwritten(ERASURES, table)
-        return tables.opened[ERASURES]
+        return self._tables.auxiliary(ERASURES, _SCHEMA, create=create)
 
     def marks(self) -> Mapping[str, str]:
         """Every erasure mark, by key: read again only when the table has a new version."""

@@ -40,21 +40,11 @@ class LeaseTable:
         self._maintenance = maintenance
 
     def table(self) -> EngineTable:
-        tables = self._tables
-        if LEASES not in tables.opened:
-            with engine_errors("open the leases table"):
-                try:
-                    table = tables.open(LEASES)
-                except (ValueError, FileNotFoundError):  # lancedb's "table not found"
-                    if not tables.create:  # read-only: no lease is held; looked for again on the next call
-                        return lancedb.connect("memory://").create_table(LEASES, schema=LEASE_SCHEMA)
-                    with tables.write_lock:
-                        table = tables.retry(
-                            "create the leases table", lambda: tables.create_table(LEASES, LEASE_SCHEMA), gated=False
-                        )
-            tables.opened[LEASES] = table
-            tables.restore_overwritten(LEASES, table)
-        return tables.opened[LEASES]
+        # Ungated: the purge fence is itself a lease.
+        table = self._tables.auxiliary(LEASES, LEASE_SCHEMA, create=self._tables.create, gated=False)
+        if table is None:  # read-only: no lease is held; looked for again on the next call
+            return lancedb.connect("memory://").create_table(LEASES, schema=LEASE_SCHEMA)
+        return table
 
     def claim(
         self,

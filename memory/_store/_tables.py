@@ -159,6 +159,26 @@ class Tables:
         self.restore_overwritten(name, table, schema)
         return table
 
+    def auxiliary(self, name: str, schema: pa.Schema, *, create: bool, gated: bool = True) -> EngineTable | None:
+        """A table of the store's own bookkeeping (leases, erasures), opened once found; made when ``create``,
+        else None while it does not exist. ``gated``: the making waits at the purge fence first (see :meth:`retry`)."""
+        if name in self.opened:
+            return self.opened[name]
+        with engine_errors(f"open the {name} table"):
+            try:
+                table = self.open(name)
+            except (ValueError, FileNotFoundError):  # lancedb's "table not found"
+                if not create:
+                    return None
+                if gated:
+                    self.gate()  # not under the write lock, which a purging thread of this process needs
+                with self.write_lock:
+                    made = lambda: self.create_table(name, schema)  # noqa: E731
+                    table = self.retry(f"create the {name} table", made, gated=False)
+        self.opened[name] = table
+        self.restore_overwritten(name, table)
+        return table
+
     def create_table(self, name: str, schema: pa.Schema) -> EngineTable:
         """Create the table stamped with a creation of this process's own, or open it if it exists by now."""
         try:
