@@ -89,6 +89,7 @@ class MemoryCapability:
             semantic=tiers.semantic,
             working=tiers.working,
             lineage=self.lineage,
+            secrets=tiers.secrets,
         )
         self.receipts = Receipts()
         self.option_conflicts: list[str] = []

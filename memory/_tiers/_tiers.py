@@ -25,6 +25,7 @@ from .._options import SemanticOptions, WorkingOptions
 from .._record_text import Embedded, checked_text, embedded_text
 from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn
 from .._scope import checked_context, scope
+from .._secrets import Redactor
 from .._store import Store, TableName, Where, user_writes
 from .._subjects import USER, canonical_subject
 from ._session_log import SessionLog
@@ -47,8 +48,11 @@ class Tiers:
         clock: Clock,
         working: WorkingOptions | None,
         semantic: SemanticOptions | None,
+        secrets: Redactor | None = None,
     ) -> None:
         self.store = store
+        self.secrets = secrets or Redactor()
+        """Replaces secrets in what is written (a turn's messages, a fact's text) before it is stored or embedded."""
         self.embedder = embedder
         self.clock = clock
         self.working = working
@@ -224,8 +228,8 @@ class Tiers:
         valid_from: datetime | None = None,
         metadata: Mapping[str, object] | None = None,
     ) -> Fact:
-        """Add a fact; the same fact again reinforces it instead of duplicating it."""
-        body = checked_text(text)
+        """Add a fact; the same fact again reinforces it instead of duplicating it. Secrets in it are redacted."""
+        body = self.secrets.for_user(ctx, checked_text(text))
         canon = self.subject(ctx, subject)
         now = self.clock.now()
         fid = fact_id(ctx, subject=canon, text=body)
