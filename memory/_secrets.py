@@ -21,12 +21,16 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+from pydantic import BaseModel
 
 from ._errors import ConfigurationError
-from ._records import MemoryContext, Message
+from ._records import MemoryContext, Message, Turn
 
 __all__ = ["KINDS", "PII_KINDS", "Redacted", "RedactionOptions", "Redactor", "redaction_option"]
 
+_R = TypeVar("_R", bound=BaseModel)
 _NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
 _FLAGS = re.IGNORECASE
 
@@ -273,6 +277,18 @@ class Redactor:
             m if (content := self.for_user(ctx, m.content)) == m.content else m.model_copy(update={"content": content})
             for m in messages
         )
+
+    def record(self, ctx: MemoryContext, record: _R) -> _R:
+        """A stored record (an import's, a caller's episode) with its said text redacted: a turn's messages and
+        context, an episode's summary, a fact's, an observation's or a digest's text."""
+        update: dict[str, object] = {}
+        if isinstance(record, Turn):
+            update = {"messages": self.messages(ctx, record.messages), "context": self.for_user(ctx, record.context)}
+        for name in ("text", "summary"):
+            value = getattr(record, name, None)
+            if isinstance(value, str):
+                update[name] = self.for_user(ctx, value)
+        return record.model_copy(update=update) if update else record
 
     def tally(self, ctx: MemoryContext) -> dict[str, int]:
         """The secrets this process redacted for ``ctx``'s user, by kind."""

@@ -168,7 +168,8 @@ class Tiers:
     # -- episodic ---------------------------------------------------------------------------
 
     def add_episode(self, episode: Episode) -> Episode:
-        """Write one episode (its scope is its own)."""
+        """Write one episode (its scope is its own); secrets in its summary are redacted."""
+        episode = self.secrets.record(MemoryContext(namespace=episode.namespace, user_id=episode.user_id), episode)
         self.put_episodes([episode])
         return episode
 
@@ -283,7 +284,7 @@ class Tiers:
             id=digest_id(ctx),
             namespace=ctx.namespace,
             user_id=ctx.user_id,
-            text=checked_text(text),
+            text=self.secrets.for_user(ctx, checked_text(text)),
             created_at=previous.created_at if previous else now,
             updated_at=now,
             provenance=tuple(provenance),

@@ -18,7 +18,16 @@ import numpy as np
 import pytest
 
 from tests.fakes import messages_of, stage_model
-from tiermem import ConfigurationError, MemoryContext, MemorySystem, RedactionOptions, system
+from tiermem import (
+    ConfigurationError,
+    Episode,
+    MemoryCapability,
+    MemoryContext,
+    MemorySystem,
+    RedactionOptions,
+    create_memory_capability,
+    system,
+)
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder
 
 Builder = Callable[..., MemorySystem]
@@ -127,7 +136,7 @@ def build(store_path: str, clock: FrozenClock) -> Builder:
     return make
 
 
-def _everything_stored(mem: MemorySystem) -> str:
+def _everything_stored(mem: MemorySystem | MemoryCapability) -> str:
     """Every row of every table of the store, as the engine holds it (the library's reads are not used)."""
     db = mem.store._db
     return "\n".join(repr(db.open_table(name).to_arrow().to_pylist()) for name in sorted(mem.store._table_names()))
@@ -252,6 +261,59 @@ async def test_written_facts_are_redacted(build: Builder, ctx: MemoryContext) ->
     stored = _everything_stored(mem)
     assert key not in stored and card not in stored and "hunter2" not in stored
     assert (await mem.stats(ctx)).redacted == {"api-key": 1, "card-number": 1, "password": 1}
+
+
+async def test_the_capability_writes_are_redacted(store_path: str, clock: FrozenClock, ctx: MemoryContext) -> None:
+    cap = create_memory_capability(store=store_path, embedder=HashingEmbedder(256), clock=clock)
+    key, token, password = SECRETS[0][2], SECRETS[5][2], "hunter2"
+    now = clock.now()
+    episode = Episode(
+        id="ep-1", namespace=ctx.namespace, user_id=ctx.user_id, session_id="s-0",
+        summary=f"The user shared the token {token}.", subjects=("user",), started_at=now, ended_at=now,
+        created_at=now, updated_at=now,
+    )  # fmt: skip
+
+    entry = await cap.add_working_memory(ctx, f"The user's key is {key}.")
+    stored_episode = await cap.add_episode(episode)
+    digest = await cap.set_digest(ctx, f"The user's password is {password}.")
+
+    assert (entry.text, stored_episode.summary, digest.text) == (
+        "The user's key is [secret:api-key].",
+        "The user shared the token [secret:token].",
+        "The user's password is [secret:password].",
+    )
+    stored = _everything_stored(cap)
+    assert key not in stored and token not in stored and password not in stored
+    assert (await cap.stats(ctx)).redacted == {"api-key": 1, "password": 1, "token": 1}
+
+
+async def test_an_imported_export_is_redacted(build: Builder, tmp_path: Path, ctx: MemoryContext) -> None:
+    secret, sentence = SECRETS[0][2], SECRETS[0][3]
+    leaky = system(model="rules", store=str(tmp_path / "leaky"), embedder=HashingEmbedder(256), redact=False)
+    await leaky.capture(ctx, messages_of(sentence))
+    await leaky.remember(ctx, sentence)
+    export = tmp_path / "export.jsonl"
+    await leaky.export(ctx, str(export))
+    assert secret in export.read_text(encoding="utf-8")
+    mem = build()
+
+    await mem.import_(ctx, str(export))
+
+    assert secret not in _everything_stored(mem)
+    assert (await mem.stats(ctx)).redacted["api-key"] >= 2
+
+
+async def test_a_cue_is_redacted_before_it_is_embedded(build: Builder, ctx: MemoryContext) -> None:
+    embedder = RecordingEmbedder()
+    mem = build(embedder=embedder)
+    await mem.capture(ctx, messages_of("I keep my keys in the blue drawer."))
+    secret, sentence = SECRETS[6][2], SECRETS[6][3]
+
+    await mem.format_context(ctx, sentence)
+    await mem.recall(ctx, sentence)
+
+    assert embedder.seen and not any(secret in text for text in embedder.seen)
+    assert (await mem.stats(ctx)).redacted == {}  # a cue is not stored: nothing is counted
 
 
 # -- options ------------------------------------------------------------------------------------
