@@ -57,8 +57,11 @@ class RedactionOptions:
     """
 
     secrets: bool = True
+    """Replace the built-in secret kinds (on by default)."""
     pii: bool = False
+    """Replace emails and phone numbers too (off by default)."""
     patterns: Mapping[str, str] = field(default_factory=dict)
+    """More kinds: name -> regex, each match replaced by ``[secret:NAME]``."""
 
     def __post_init__(self) -> None:
         for name, value in (("secrets", self.secrets), ("pii", self.pii)):
@@ -69,15 +72,11 @@ class RedactionOptions:
         for name, pattern in self.patterns.items():
             if not isinstance(name, str) or not _NAME.fullmatch(name):
                 raise ConfigurationError(f"redact pattern name {name!r} must match [a-z][a-z0-9-]* (32 at most)")
-            compiled(name, pattern)
+            _compiled(name, pattern)
         object.__setattr__(self, "patterns", dict(self.patterns))  # frozen: a copy the caller cannot change
 
-    @property
-    def enabled(self) -> bool:
-        return self.secrets or self.pii or bool(self.patterns)
 
-
-def compiled(name: str, pattern: object) -> re.Pattern[str]:
+def _compiled(name: str, pattern: object) -> re.Pattern[str]:
     """``pattern`` compiled, or ConfigurationError: not a string, not a regex, or matching the empty string."""
     if not isinstance(pattern, str) or not pattern:
         raise ConfigurationError(f"redact pattern {name!r} must be a non-empty regex string, not {pattern!r}")
@@ -241,7 +240,7 @@ class Redactor:
         if self.options.pii:
             self._detectors += [(d, f"[pii:{d.kind}]") for d in PII_DETECTORS]
         for name, pattern in self.options.patterns.items():
-            self._detectors.append((_Detector(name, compiled(name, pattern)), f"[secret:{name}]"))
+            self._detectors.append((_Detector(name, _compiled(name, pattern)), f"[secret:{name}]"))
         self._tally: dict[tuple[str, str], Counter[str]] = {}
         self._lock = threading.Lock()  # captures run in worker threads
 
