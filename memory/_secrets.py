@@ -134,7 +134,7 @@ _NOT_PASSWORD_WORDS = (
     "wrong incorrect correct right same different expired weak strong required invalid valid changed reset set "
     "saved stored safe unsafe secure insecure long short hard easy missing empty blank needed protected hashed "
     "encrypted hidden visible case-sensitive forgotten lost known unknown secret private mandatory optional in on "
-    "for of at by with to from into be been being was is were"
+    "for of at by with to from into be been being was is were none"
 )
 _NOT_PASSWORDS = frozenset(_NOT_PASSWORD_WORDS.split())
 

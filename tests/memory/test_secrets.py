@@ -263,6 +263,7 @@ async def test_written_facts_are_redacted(build: Builder, ctx: MemoryContext) ->
     stored = _everything_stored(mem)
     assert key not in stored and card not in stored and "hunter2" not in stored
     assert (await mem.stats(ctx)).redacted == {"api-key": 1, "card-number": 1, "password": 1}
+    assert (await mem.stats(MemoryContext(user_id="someone-else"))).redacted == {}  # counted per user
 
 
 async def test_the_capability_writes_are_redacted(store_path: str, clock: FrozenClock, ctx: MemoryContext) -> None:
