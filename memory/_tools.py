@@ -274,6 +274,15 @@ class MemoryTool:
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
 
+    async def run(self, arguments: BaseModel) -> list[dict[str, Any]]:
+        """Run the tool on arguments its model validated; the results as JSON objects (compact unless
+        ``verbose``). Raises what the tool raises: the REST server maps it to a status, and :meth:`call`
+        wraps this in the agent's never-raising envelope."""
+        items = await self._handler(arguments)
+        if getattr(arguments, "verbose", True):
+            return [i.model_dump(mode="json") for i in items]
+        return [compact_item(i) for i in items]
+
     async def call(self, arguments: object) -> dict[str, Any]:
         """Run the tool on the arguments as the model sent them; any failure gives ``ok: False``, never raises.
 
@@ -287,11 +296,7 @@ class MemoryTool:
             log.exception("tool %s: reading its arguments failed", self.name)
             return error_envelope(f"invalid arguments for {self.name}: they could not be read")
         try:
-            items = await self._handler(parsed)
-            if getattr(parsed, "verbose", True):
-                results = [i.model_dump(mode="json") for i in items]
-            else:
-                results = [compact_item(i) for i in items]
+            results = await self.run(parsed)
         except TiermemError as exc:
             return error_envelope(f"{self.name} failed: {exc}")
         except Exception:  # a bug or an engine error we did not map: the model gets no internals

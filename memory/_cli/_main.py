@@ -24,6 +24,7 @@ from . import _change as _cli_change
 from . import _move as _cli_move
 from . import _read as _cli_read
 from . import _run as _cli_run
+from . import _serve as _cli_serve
 from ._options import keep
 
 __all__ = ["cli", "main"]
@@ -65,7 +66,13 @@ def cli() -> None:
     logging.getLogger("LiteLLM").setLevel(logging.WARNING)
 
 
-for _command in (*_cli_read.COMMANDS, *_cli_change.COMMANDS, *_cli_move.COMMANDS, *_cli_run.COMMANDS):
+for _command in (
+    *_cli_read.COMMANDS,
+    *_cli_change.COMMANDS,
+    *_cli_move.COMMANDS,
+    *_cli_run.COMMANDS,
+    *_cli_serve.COMMANDS,
+):
     cli.add_command(_command)  # in the order they are declared: read, change, move, run
 
 
