@@ -64,6 +64,8 @@ REFUSALS: dict[int | str, dict[str, Any]] = {
         401: "No API key, or one not on file",
         404: "No such memory of this user",
         409: "Conflicting writes, or the user was erased meanwhile",
+        411: "A body without a Content-Length: refused unread",
+        413: "A body larger than the server reads: refused unread",
         422: "The request does not validate; nothing was written",
         500: "The server or its store failed",
         502: "The language model refused or answered badly",
