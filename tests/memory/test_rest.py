@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from jsonschema import Draft202012Validator
+from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate as validate_spec
 
 from tests import servers
@@ -78,7 +78,7 @@ class Api:
         media = response.headers["content-type"].split(";")[0]
         body = response.json() if media == "application/json" else response.text
         schema = documented["content"][media]["schema"]
-        Draft202012Validator({**schema, "components": self.schema["components"]}).validate(body)
+        OAS31Validator({**schema, "components": self.schema["components"]}).validate(body)
         return body
 
     def stats(self, who: str) -> Any:
@@ -284,7 +284,7 @@ def test_a_key_reaches_its_own_user_only(api: Api) -> None:
     assert api.stats("bob") == before
 
 
-SWITCHES = {
+SWITCHES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "recall-body": ("POST", "/v1/recall", {"json": {"query": "vault code", "user_id": "bob"}}),
     "capture-body": ("POST", "/v1/capture", {"json": {"session_id": "s", "namespace": NAMESPACE, "user_id": "bob",
                                                       "messages": [{"role": "user", "content": "I am Bob."}]}}),
