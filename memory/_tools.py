@@ -6,7 +6,8 @@ writes, the option that enables it, whether it deletes, and its argument model. 
 folders that implement a tool bind its handler with :meth:`ToolSpec.bind` (the read tools in ``_read``
 and ``_relations``, the write tools in ``_write``), and every consumer reads the table: the capability's
 and the system's ``tools()`` through :func:`offer`, the presets (:class:`CapabilityPreset` accepts only
-its read tools) and the MCP server's tool list and dispatch.
+its read tools), the MCP server's tool list and dispatch, and the REST server's recall (which runs the
+tool with :meth:`MemoryTool.run`, its errors raised for their HTTP status).
 
 Authority comes from the bound context only: arguments are validated with ``extra="forbid"``,
 so no argument can name another namespace, user or session.

@@ -5,7 +5,7 @@ text, or JSON with ``--json``. A ``TiermemError`` (a missing store, an unknown i
 becomes one line on stderr, ``tiermem: error: ...``, and exit code 1; a usage error is click's, code 2.
 The only module that imports click, with its parts beside it: the shared options (``_cli_options``),
 the commands that read (``_cli_read``), change (``_cli_change``), move (``_cli_move``) and run
-(``_cli_run``); what the commands print is rendered in ``_cli_output``.
+(``_cli_run``), and the REST server's (``_cli_serve``); what the commands print is rendered in ``_cli_output``.
 """
 
 from __future__ import annotations
