@@ -3,14 +3,15 @@
 Recall's body is the recall tool's own argument model (:class:`~tiermem.memory._tools.RecallArguments`);
 the answers of the governance calls are the library's own views (``MemoryPage``, ``MemoryVersion``,
 ``ForgetReport`` ...). Like the tools' arguments, every body forbids extra fields: none can name a
-namespace or a user, and a field the schema does not list is refused, never ignored.
+namespace or a user, and a field the schema does not list is refused, never ignored. Values are checked
+by the operation they reach (the same checks, the same messages as for the library's callers).
 """
 
 from __future__ import annotations
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 
-from .._records import MAX_ID_LENGTH, Tier, Turn, WorkingEntry
+from .._records import Tier, Turn, WorkingEntry
 from .._subjects import MAX_SUBJECT_LENGTH
 
 __all__ = [
@@ -34,7 +35,7 @@ class _Strict(BaseModel):
 class CaptureRequest(_Strict):
     """One turn of a conversation, as the model API saw it, for ``MemorySystem.capture``."""
 
-    session_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH, description="The conversation the turn is in.")
+    session_id: str = Field(description="The conversation the turn is in.")
     messages: list[dict[str, JsonValue]] = Field(
         min_length=1, description="OpenAI-style messages: {role, content}, tool calls and results included."
     )
@@ -42,9 +43,7 @@ class CaptureRequest(_Strict):
         default=None, description="Kept with the turn; recall and list can filter on it."
     )
     at: AwareDatetime | None = Field(default=None, description="The turn's real time (importing history).")
-    idempotency_key: str | None = Field(
-        default=None, min_length=1, max_length=256, description="Names the turn: sending it again adds nothing."
-    )
+    idempotency_key: str | None = Field(default=None, description="Names the turn: sending it again adds nothing.")
 
 
 class CaptureReply(_Strict):
@@ -66,11 +65,9 @@ class RecallReply(_Strict):
 class ContextRequest(_Strict):
     """The input of this turn, for ``format_context``."""
 
-    input: str = Field(max_length=20_000, description="What the user just said.")
-    session_id: str | None = Field(
-        default=None, min_length=1, max_length=MAX_ID_LENGTH, description="Adds this conversation's working memory."
-    )
-    max_tokens: int | None = Field(default=None, ge=16, description="The block's budget [default: the store's].")
+    input: str = Field(description="What the user just said.")
+    session_id: str | None = Field(default=None, description="Adds this conversation's working memory.")
+    max_tokens: int | None = Field(default=None, description="The block's budget, 16 or more [default: the store's].")
 
 
 class ContextReply(_Strict):
@@ -92,8 +89,8 @@ class ListQuery(_Strict):
 class UpdateRequest(_Strict):
     """A correction of a fact: the new version supersedes it."""
 
-    text: str | None = Field(default=None, min_length=1, max_length=2000, description="The corrected fact.")
-    subject: str | None = Field(default=None, max_length=MAX_SUBJECT_LENGTH, description="Whom it is about.")
+    text: str | None = Field(default=None, description="The corrected fact.")
+    subject: str | None = Field(default=None, description="Whom it is about.")
 
 
 class ForgetQuery(_Strict):

@@ -1,15 +1,18 @@
-"""The REST server's tables, in-process: each tiermem error's HTTP status, and the API keys' lookup.
+"""The REST server's tables, in-process: each tiermem error's HTTP status, the keys file, the API keys' lookup.
 
 The server itself is tested through a real process in tests/memory/test_rest.py.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tiermem import MemoryContext
 from tiermem.memory import _errors as errors
-from tiermem.memory._rest import ApiKeys, KeyGrant, status_of
+from tiermem.memory._rest import ApiKeys, KeyGrant, load_keys, status_of
 
 STATUS = {
     errors.MemoryNotFoundError: 404,
@@ -82,3 +85,36 @@ def test_a_key_is_its_user_and_nothing_else_is(presented: str, user: str | None)
 def test_keys_must_be_given_once_each(grants: list[KeyGrant], message: str) -> None:
     with pytest.raises(errors.ConfigurationError, match=message):
         ApiKeys(grants)
+
+
+SECRET = "alice-key-7Qx2mB9vLr4Tn8Kp"
+BAD_FILES = {
+    "not-a-list": ({"key": SECRET, "user_id": "alice"}, "a JSON list"),
+    "short-key": ([{"key": SECRET[:15], "user_id": "alice"}], "entry 1: key: a key must have at least 16 characters"),
+    "key-with-space": ([{"key": SECRET + " x", "user_id": "alice"}], "entry 1: key: a key may hold letters"),
+    "key-with-comma": ([{"key": SECRET + ",x", "user_id": "alice"}], "entry 1: key: a key may hold letters"),
+    "key-twice": ([{"key": SECRET, "user_id": "alice"}, {"key": SECRET, "user_id": "bob"}], "a key twice"),
+    "no-user": ([{"key": SECRET}], "entry 1: user_id: Field required"),
+    "bad-user": ([{"key": SECRET, "user_id": "a\nb"}], "entry 1: user_id: Value error, id contains control"),
+    "extra-field": ([{"key": SECRET, "user_id": "alice", "admin": True}], "entry 1: admin: Extra inputs"),
+    "no-keys": ([], "grants no key"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES), ids=list(BAD_FILES))
+def test_a_bad_keys_file_says_what_is_wrong_without_quoting_a_key(tmp_path: Path, case: str) -> None:
+    content, message = BAD_FILES[case]
+    (tmp_path / "keys.json").write_text(json.dumps(content))
+    with pytest.raises(errors.ConfigurationError, match="keys file") as refused:
+        load_keys(tmp_path / "keys.json")
+    assert message in str(refused.value) and SECRET[:15] not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"), [(None, "cannot read"), ("[{", "is not JSON")], ids=["missing", "not-json"]
+)
+def test_an_unreadable_keys_file_is_refused(tmp_path: Path, text: str | None, message: str) -> None:
+    if text is not None:
+        (tmp_path / "keys.json").write_text(text)
+    with pytest.raises(errors.ConfigurationError, match=message):
+        load_keys(tmp_path / "keys.json")
