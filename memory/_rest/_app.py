@@ -21,12 +21,12 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from importlib import metadata
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Path, Query, Request, Response, Security
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request, Response, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import ValidationError
-from starlette.exceptions import HTTPException
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._errors import InvalidArgumentError, TiermemError
 from .._govern import EraseReport, ForgetReport, ImportReport, MemoryPage, MemoryStats, MemoryVersion
@@ -75,12 +75,10 @@ REFUSALS: dict[int | str, dict[str, Any]] = {
 MemoryId = Annotated[str, Path(min_length=1, max_length=MAX_ID_LENGTH, description="A memory's id, as listed.")]
 
 
-class Refused(Exception):
-    """A request refused before any operation runs (authentication, body size)."""
-
-    def __init__(self, status: int, error: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.error, self.message = status, error, message
+def refused(status: int, error: str, message: str) -> HTTPException:
+    """A request refused before any operation runs (authentication, query), answered ``{error, message}``."""
+    challenge = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return HTTPException(status, detail=error_body(error, message), headers=challenge)
 
 
 BEARER = HTTPBearer(auto_error=False, description="An API key from the operator's keys file.")
@@ -94,14 +92,14 @@ async def _caller(
     ``schema`` only declares the bearer scheme in the OpenAPI schema: it reads the first value alone."""
     values = request.headers.getlist("authorization")
     if not values:
-        raise Refused(401, "Unauthorized", "this server needs an API key: Authorization: Bearer KEY")
+        raise refused(401, "Unauthorized", "this server needs an API key: Authorization: Bearer KEY")
     if len(values) > 1 or "," in values[0]:
-        raise Refused(400, "AmbiguousAuthorization", "the Authorization header must carry one key, once")
+        raise refused(400, "AmbiguousAuthorization", "the Authorization header must carry one key, once")
     scheme, _, key = values[0].strip().partition(" ")
     keys: ApiKeys = request.app.state.keys
     ctx = keys.context(key.strip()) if scheme.lower() == "bearer" and key.strip() else None
     if ctx is None:  # the key is never quoted, logged or told apart from a malformed one
-        raise Refused(401, "Unauthorized", "unknown API key")
+        raise refused(401, "Unauthorized", "unknown API key")
     return ctx
 
 
@@ -113,7 +111,7 @@ def _no_query(request: Request, ctx: User) -> None:  # after the key: a stranger
     """A route without query parameters refuses any: an ignored parameter would look obeyed."""
     if request.query_params:
         names = ", ".join(sorted(request.query_params))[:200]
-        raise Refused(422, "InvalidArgumentError", f"this route takes no query parameters: {names}")
+        raise refused(422, "InvalidArgumentError", f"this route takes no query parameters: {names}")
 
 
 def _in_session(ctx: MemoryContext, session_id: str | None) -> MemoryContext:
@@ -157,11 +155,6 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 def _handlers(app: FastAPI) -> None:
-    @app.exception_handler(Refused)
-    async def refused(request: Request, exc: Refused) -> JSONResponse:
-        challenge = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return JSONResponse(error_body(exc.error, exc.message), status_code=exc.status, headers=challenge)
-
     @app.exception_handler(TiermemError)
     async def tiermem_error(request: Request, exc: TiermemError) -> JSONResponse:
         status = status_of(exc)
@@ -175,9 +168,10 @@ def _handlers(app: FastAPI) -> None:
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(error_body("InvalidArgumentError", _validation_message(exc)), status_code=422)
 
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:  # no such route, method ...
-        return JSONResponse(error_body("HTTPError", str(exc.detail)), status_code=exc.status_code)
+    @app.exception_handler(StarletteHTTPException)  # refused()'s, and no such route or method
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        body = exc.detail if isinstance(exc.detail, dict) else error_body("HTTPError", str(exc.detail))
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:  # a bug: the client gets no internals
