@@ -153,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     para = {} if args.no_paraphrase else run_paraphrases(variants, args.sizes, resolve_embedder(args.embedder))
 
     ids = list(per_conv)
-    head = ["variant", "free params"]
+    head = ["variant", "tuned values it stands for"]
     head += [f"{i} R@10 (n={per_conv[i]['baseline']['n']})" for i in ids]
     head += [f"{i} disjoint (n={per_conv[i]['baseline']['n_disjoint']})" for i in ids]
     head += [f"{i} adversarial" for i in ids]
