@@ -322,8 +322,10 @@ async def test_capture_from_items_makes_one_turn_per_exchange(
         [{"role": "robot", "content": "hi"}],
         [42],
         [{"role": "user"}],
+        [{"content": "I like tea."}],
+        [{"role": "user", "content": "hi"}, {"role": None, "content": "hello"}],
     ],
-    ids=["empty", "string", "non-string-content", "unknown-role", "not-a-dict", "no-content"],
+    ids=["empty", "string", "non-string-content", "unknown-role", "not-a-dict", "no-content", "no-role", "role-none"],
 )
 async def test_capture_rejects_invalid_messages(build: Builder, ctx: MemoryContext, messages: Any) -> None:
     mem = build("rules")
@@ -335,14 +337,29 @@ async def test_capture_rejects_invalid_messages(build: Builder, ctx: MemoryConte
 
 @pytest.mark.parametrize(
     "items",
-    [[{"role": "user", "content": 5}], ["not a message"], [[{"role": "robot", "content": "hi"}]]],
-    ids=["non-string-content", "string-item", "unknown-role-in-list"],
+    [
+        [{"role": "user", "content": 5}],
+        ["not a message"],
+        [[{"role": "robot", "content": "hi"}]],
+        [{"role": "user", "content": "hi"}, {"content": "hello"}],
+    ],
+    ids=["non-string-content", "string-item", "unknown-role-in-list", "no-role"],
 )
 async def test_capture_from_items_rejects_invalid_messages(build: Builder, ctx: MemoryContext, items: Any) -> None:
     mem = build("rules")
 
     with pytest.raises(InvalidArgumentError):
         await mem.capture_from_items(ctx, items)
+
+
+async def test_a_message_without_a_role_is_refused_by_name_and_nothing_is_imported(build: Builder) -> None:
+    mem = build("rules")
+    said = {"at": "2024-05-02T10:00:00+00:00", "messages": [{"role": "user", "content": "I bake rye bread."}]}
+    roleless = {"at": "2024-05-02T10:05:00+00:00", "messages": [{"content": "I like tea."}]}
+
+    with pytest.raises(InvalidArgumentError, match="message 0: a message needs 'role'"):
+        await mem.import_conversations(MemoryContext(user_id="u-1"), [{"session_id": "s", "turns": [said, roleless]}])
+    assert mem.store.count("turns") == 0
 
 
 async def test_capture_from_items_validates_the_whole_batch_first(build: Builder, ctx: MemoryContext) -> None:
