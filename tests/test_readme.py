@@ -99,3 +99,9 @@ def test_every_environment_variable_is_documented_under_configuration() -> None:
     missing = sorted(n for n in names if f"`{n}`" not in section)
     missing += sorted(f"*{s}" for s in suffixes if f"`*{s}`" not in section)
     assert not missing, f"not in the README's Configuration section: {missing}"
+
+
+def test_the_install_section_says_how_to_install_before_a_release() -> None:
+    install = README[README.index("\n## Install\n") : README.index("\n## Two commands\n")]
+    assert "pip install tiermem " in install and "No release is on PyPI yet" in install
+    assert "`pip install .`" in install and "git+" in install
