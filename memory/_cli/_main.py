@@ -30,31 +30,26 @@ from ._options import keep
 __all__ = ["cli", "main"]
 
 
-def _one_line(exc: BaseException) -> str:
-    """The error as one bounded line of plain text: a message quoting a hostile file cannot flood or
-    rewrite the terminal."""
-    return loggable(" ".join(str(exc).split()), limit=2000) or type(exc).__name__
+def _one_line(exc: BaseException, message: str | None = None) -> str:
+    """The error (or its ``message``) as one bounded line of plain text: a message quoting a hostile file
+    cannot flood or rewrite the terminal."""
+    return loggable(" ".join((message or str(exc)).split()), limit=2000) or type(exc).__name__
 
 
 _DIMS = "dimensions of a litellm embedding model"
 _STORE = "LanceDB folder or URI [default: $TIERMEM_STORE, else ~/.tiermem/store]"
 
 
-class _OneLineError(click.ClickException):
-    """click's usage (or file) error as one line, as every other error, with where to read the usage."""
-
-    def __init__(self, exc: click.ClickException) -> None:
-        super().__init__(exc.format_message())
-        self.exit_code = exc.exit_code  # type: ignore[misc]  # click keeps it per class; a usage error's is 2
-        self.ctx = getattr(exc, "ctx", None)
-
-    def show(self, file: Any = None) -> None:
-        command = self.ctx.command_path if self.ctx is not None else "tiermem"
-        click.echo(f"tiermem: error: {_one_line(self)} (see '{command} --help')", err=True)
-
-
 def _one_line_error(exc: click.ClickException) -> click.ClickException:
-    return exc if isinstance(exc, _OneLineError) else _OneLineError(exc)
+    """click's usage (or file) error shown as one line, as every other error, with where to read the usage."""
+
+    def show(file: Any = None) -> None:
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path if isinstance(ctx, click.Context) else "tiermem"
+        click.echo(f"tiermem: error: {_one_line(exc, exc.format_message())} (see '{command} --help')", err=True)
+
+    exc.show = show  # type: ignore[method-assign]  # this error's own way to be shown, click's call unchanged
+    return exc
 
 
 class _Group(click.Group):
