@@ -134,7 +134,9 @@ def normalize_messages(
             raise InvalidArgumentError(
                 f"{where}: expected a dict or a message object with 'role' and 'content', got {type(message).__name__}"
             )
-        role = fields.get("role", "user")
+        role = fields.get("role")
+        if role is None:  # never guessed: a message with no role is as likely the assistant's
+            raise InvalidArgumentError(f"{where}: a message needs 'role', one of {sorted(ROLES)}")
         role = _ALIASES.get(role, role) if isinstance(role, str) else role
         if role not in ROLES:
             raise InvalidArgumentError(f"{where}: unknown role {role!r}; expected one of {sorted(ROLES)}")

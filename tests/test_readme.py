@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -42,3 +43,65 @@ def test_readme_test_command_is_the_one_ci_runs() -> None:
 
 def test_readme_demo_command_installs_and_runs_the_demo() -> None:
     assert "pip install -e . && tiermem demo" in README
+
+
+# -- every environment variable the code reads is in the README's Configuration section -------------
+
+SOURCES = [ROOT / "memory", ROOT / "pipelines", ROOT / "jobs", ROOT / "prompts"]
+_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$")
+_ENV_SUFFIX = re.compile(r"^_[A-Z][A-Z0-9_]*$")
+_ENV_READS = {"get", "getenv", "setdefault", "pop"}
+
+
+def _environment_names(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """Variables the code reads (``environ.get("X")``, ``getenv``, ``environ["X"]``, click's ``envvar=``, and
+    names of tiermem's own and the provider keys' families read through a table), and the suffixes it
+    matches variables by (``k.endswith(("_API_KEY", ...))``)."""
+    names: set[str] = set()
+    suffixes: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _ENV_READS:
+            receiver = ast.unparse(node.func.value)
+            first = node.args[0] if node.args else None
+            if ("environ" in receiver or receiver == "os") and isinstance(first, ast.Constant):
+                names.add(str(first.value))
+        key = node.slice if isinstance(node, ast.Subscript) and "environ" in ast.unparse(node.value) else None
+        if isinstance(key, ast.Constant):
+            names.add(str(key.value))
+        if isinstance(node, ast.keyword) and node.arg == "envvar" and isinstance(node.value, ast.Constant):
+            names.add(str(node.value.value))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            family = node.value.startswith(("TIERMEM_", "LITELLM_")) or node.value.endswith("_API_KEY")
+            if family and _ENV_NAME.match(node.value):
+                names.add(node.value)
+            elif _ENV_SUFFIX.match(node.value):
+                suffixes.add(node.value)
+    return names, suffixes
+
+
+def _configuration_section() -> str:
+    start = README.index("\n## Configuration\n")
+    return README[start : README.index("\n## ", start + 1)]
+
+
+def test_every_environment_variable_is_documented_under_configuration() -> None:
+    names: set[str] = set()
+    suffixes: set[str] = set()
+    for folder in SOURCES:
+        for path in folder.rglob("*.py"):
+            found, matched = _environment_names(ast.parse(path.read_text(encoding="utf-8")))
+            names |= found
+            suffixes |= matched
+    section = _configuration_section()
+
+    assert {"TIERMEM_STORE", "TIERMEM_MODEL", "OPENAI_API_KEY", "TIERMEM_NAMESPACE"} <= names  # the scan sees
+    assert "_API_KEY" in suffixes
+    missing = sorted(n for n in names if f"`{n}`" not in section)
+    missing += sorted(f"*{s}" for s in suffixes if f"`*{s}`" not in section)
+    assert not missing, f"not in the README's Configuration section: {missing}"
+
+
+def test_the_install_section_says_how_to_install_before_a_release() -> None:
+    install = README[README.index("\n## Install\n") : README.index("\n## Two commands\n")]
+    assert "pip install tiermem " in install and "No release is on PyPI yet" in install
+    assert "`pip install .`" in install and "git+" in install

@@ -65,15 +65,18 @@ async def run_demo(
     mem = system(model=model, store=folder, clock=clock, semantic={"relations": {"create_implicit_entities": True}})
     base = MemoryContext(namespace="demo", user_id="sam")
     await mem.add_alias(base, "Sam")
-    out(f"tiermem demo  (store: {folder}, model: {mem.stages.name}, embedder: {mem.embedder.id})\n")
+    out(
+        f"tiermem demo  (store: {folder}, namespace: {base.namespace}, model: {mem.model_name}, "
+        f"embedder: {mem.embedder.id})\n"
+    )
     for number, (day, turns) in enumerate(SESSIONS, start=1):
         clock.set(datetime.fromisoformat(day).replace(hour=18, tzinfo=UTC))
         ctx = base.model_copy(update={"session_id": f"session-{number}"})
         out(f"== session {number} ({day})")
-        for user_text, reply in turns:
-            result = await mem.capture(
-                ctx, [{"role": "user", "content": user_text}, {"role": "assistant", "content": reply}]
-            )
+        for index, (user_text, reply) in enumerate(turns):
+            said = [{"role": "user", "content": user_text}, {"role": "assistant", "content": reply}]
+            # named turns: a rerun into the same store is a no-op, not a second copy of each turn
+            result = await mem.capture(ctx, said, idempotency_key=f"demo-{number}-{index}")
             clock.advance(timedelta(minutes=2))
             out(f"  user: {user_text}")
             for entry in result.entries:
@@ -107,4 +110,5 @@ async def run_demo(
     out(f"\n== context block for {cue!r}")
     out(textwrap.indent(await mem.format_context(ctx, cue, max_tokens=400), "  "))
     out(f"\n== model usage: {mem.usage() or 'no model calls (rules model)'}")
+    out(f"\nLook around: tiermem --store {folder} show {base.user_id} --namespace {base.namespace}")
     return mem

@@ -16,7 +16,7 @@ from .._errors import ConfigurationError
 from .._records import MemoryItem
 from .._subjects import USER
 
-__all__ = ["GRAPHVIZ_MISSING", "graph_dot", "render_dot"]
+__all__ = ["GRAPHVIZ_MISSING", "graph_data", "graph_dot", "render_dot"]
 
 GRAPHVIZ_MISSING = (
     "--format {fmt} needs Graphviz's `dot` program, which is not on PATH: install Graphviz "
@@ -29,10 +29,30 @@ def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
 
 
+def _ends(edges: Sequence[MemoryItem]) -> list[tuple[str, str, str]]:
+    return [(str(e.metadata["source"]), str(e.metadata["relation"]), str(e.metadata["target"])) for e in edges]
+
+
+def _nodes(subjects: Iterable[str], ends: Sequence[tuple[str, str, str]]) -> list[str]:
+    return sorted({*subjects, *(s for s, _, _ in ends), *(t for _, _, t in ends)})
+
+
+def graph_data(subjects: Iterable[str], edges: Sequence[MemoryItem]) -> dict[str, object]:
+    """The graph as JSON values: the nodes, and each edge with its id and whether it still holds."""
+    ends = _ends(edges)
+    return {
+        "nodes": _nodes(subjects, ends),
+        "edges": [
+            {"id": e.id, "source": s, "relation": r, "target": t, "current": e.metadata.get("current") is not False}
+            for e, (s, r, t) in zip(edges, ends, strict=True)
+        ],
+    }
+
+
 def graph_dot(name: str, subjects: Iterable[str], edges: Sequence[MemoryItem]) -> str:
     """DOT text of a directed graph: ``subjects`` and the endpoints of ``edges`` (relation items) as nodes."""
-    ends = [(str(e.metadata["source"]), str(e.metadata["relation"]), str(e.metadata["target"])) for e in edges]
-    nodes = sorted({*subjects, *(s for s, _, _ in ends), *(t for _, _, t in ends)})
+    ends = _ends(edges)
+    nodes = _nodes(subjects, ends)
     lines = [
         f"digraph {_quoted(name)} {{",
         "  rankdir=LR;",

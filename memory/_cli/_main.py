@@ -2,7 +2,8 @@
 
 Every data command goes through the public API (``system(...)`` and its methods) and prints plain
 text, or JSON with ``--json``. A ``TiermemError`` (a missing store, an unknown id, a bad argument)
-becomes one line on stderr, ``tiermem: error: ...``, and exit code 1; a usage error is click's, code 2.
+becomes one line on stderr, ``tiermem: error: ...``, and exit code 1; a usage error is one such line too
+(click's message and a pointer to ``--help``), code 2.
 The only module that imports click, with its parts beside it: the shared options (``_cli_options``),
 the commands that read (``_cli_read``), change (``_cli_change``), move (``_cli_move``) and run
 (``_cli_run``), and the REST server's (``_cli_serve``); what the commands print is rendered in ``_cli_output``.
@@ -30,25 +31,45 @@ from ._options import keep
 __all__ = ["cli", "main"]
 
 
-def _one_line(exc: BaseException) -> str:
-    """The error as one bounded line of plain text: a message quoting a hostile file cannot flood or
-    rewrite the terminal."""
-    return loggable(" ".join(str(exc).split()), limit=2000) or type(exc).__name__
+def _one_line(exc: BaseException, message: str | None = None) -> str:
+    """The error (or its ``message``) as one bounded line of plain text: a message quoting a hostile file
+    cannot flood or rewrite the terminal."""
+    return loggable(" ".join((message or str(exc)).split()), limit=2000) or type(exc).__name__
 
 
 _DIMS = "dimensions of a litellm embedding model"
 _STORE = "LanceDB folder or URI [default: $TIERMEM_STORE, else ~/.tiermem/store]"
 
 
+def _one_line_error(exc: click.ClickException) -> click.ClickException:
+    """click's usage (or file) error shown as one line, as every other error, with where to read the usage."""
+
+    def show(file: Any = None) -> None:
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path if isinstance(ctx, click.Context) else "tiermem"
+        click.echo(f"tiermem: error: {_one_line(exc, exc.format_message())} (see '{command} --help')", err=True)
+
+    exc.show = show  # type: ignore[method-assign]  # this error's own way to be shown, click's call unchanged
+    return exc
+
+
 class _Group(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)  # in the order they are declared: read, change, move, run
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.ClickException as exc:  # the global options' errors
+            raise _one_line_error(exc) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
             raise
+        except click.ClickException as exc:  # the command's name, arguments and options, a FILE it cannot open
+            raise _one_line_error(exc) from None
         except (TiermemError, OSError) as exc:  # OSError: a file given to -o that cannot be written ...
             click.echo(f"tiermem: error: {_one_line(exc)}", err=True)
             ctx.exit(1)

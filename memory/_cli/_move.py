@@ -12,7 +12,7 @@ import click
 from .._errors import InvalidArgumentError
 from .._records import MemoryContext
 from .._write import MAX_OBSERVE_WINDOW, OBSERVE_WINDOW, HistoryProgress
-from ._options import awaited, emit, for_user, open_system, output_option
+from ._options import awaited, emit, for_user, known_user, open_system, output_option
 from ._output import counts_text, history_text
 
 __all__ = ["COMMANDS", "export", "import_", "import_history"]
@@ -23,7 +23,9 @@ __all__ = ["COMMANDS", "export", "import_", "import_history"]
 @output_option
 def export(who: MemoryContext, output: str) -> None:
     """Write a user's memory as JSON Lines (to stdout unless -o FILE)."""
-    report = awaited(open_system(read_only=True).export(who, sys.stdout if output == "-" else output))
+    mem = open_system(read_only=True)
+    known_user(mem, who)
+    report = awaited(mem.export(who, sys.stdout if output == "-" else output))
     if output == "-":
         click.echo(counts_text("exported", report.records), err=True)  # stdout holds the export itself
     else:
@@ -84,6 +86,14 @@ def import_history(who: MemoryContext, file: IO[str], concurrency: int, observe_
     for error in report.errors:
         click.echo(f"tiermem: warning: {error}", err=True)
     emit(report, history_text(report))
+    new = report.turns - report.duplicates
+    if new and report.turns_deferred == new:  # nothing observed: the model failed on every turn
+        click.echo(
+            f"tiermem: error: all {new} turn(s) deferred, none observed: check the model and its key"
+            " (warnings above), then run it again or let the worker retry them",
+            err=True,
+        )
+        click.get_current_context().exit(1)
     if report.leased:  # work left to another holder: not done, so not a success
         left = ", ".join(w.what for w in report.leased)
         click.echo(f"tiermem: error: not done, held by another process's lease: {left} (see above)", err=True)

@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 import click
 from pydantic import ValidationError
 
-from .._errors import StoreNotFoundError
+from .._errors import MemoryNotFoundError, StoreNotFoundError
 from .._records import MemoryContext
-from .._store import stored_meta
+from .._store import MEMORY_TABLES, stored_meta
 from .._write import MemorySystem, system
 from ._output import dumps
 
@@ -26,9 +26,11 @@ __all__ = [
     "for_user",
     "given",
     "keep",
+    "known_user",
     "namespace_option",
     "open_system",
     "output_option",
+    "say_using",
     "user_context",
 ]
 
@@ -77,7 +79,9 @@ def for_user(by_id: bool) -> Callable[[Callable[..., None]], Callable[..., None]
 
         @functools.wraps(f)  # carries the options declared below this decorator
         def command(user: str, namespace: str, **kwargs: Any) -> None:
-            f(who=user_context(namespace, user), **kwargs)
+            who = user_context(namespace, user)
+            click.get_current_context().meta["tiermem.who"] = who  # for the line open_system says
+            f(who=who, **kwargs)
 
         named = namespace_option(data_options(command))
         if by_id:
@@ -97,21 +101,61 @@ def given(name: str) -> Any:
     return click.get_current_context().meta.get(f"tiermem.{name}")
 
 
-def open_system(*, create: bool = False, read_only: bool = False, model: str | None = "rules") -> MemorySystem:
+def say_using(store: str, *, model: str | None, namespace: str | None = None, user: str | None = None) -> None:
+    """One line on stderr (stdout may be JSON or an export): the store, namespace and model a command uses."""
+    where = f"namespace {namespace}" if namespace else "every namespace"
+    where += f", user {user}" if user else ""
+    click.echo(f"tiermem: using store {store}; {where}; model {model or 'none (reads only)'}", err=True)
+
+
+def open_system(
+    *,
+    create: bool = False,
+    read_only: bool = False,
+    model: str | None = "rules",
+    namespace: str | None = None,
+    who: MemoryContext | None = None,
+) -> MemorySystem:
     """The store of ``--store`` / ``$TIERMEM_STORE``; StoreNotFoundError unless it exists or ``create``.
 
     ``read_only``: for commands that only read: nothing is created or recorded (a table the store lacks reads
-    as empty), so they work on a store they may not write to."""
+    as empty), so they work on a store they may not write to. Says on stderr what it opened (:func:`say_using`),
+    with the command's user and namespace (``who``, else the USER argument; ``namespace`` without a user)."""
     store = given("store") or str(Path.home() / ".tiermem" / "store")
     if not create and not stored_meta(store):
         raise StoreNotFoundError(f"no tiermem store at {store!r}; give --store PATH or set TIERMEM_STORE")
-    return system(
+    mem = system(
         model=model,
         store=store,
         embedder=given("embedder"),
         embedder_dimensions=given("embedder_dimensions"),
         create=not read_only,
     )
+    who = who or given("who")
+    say_using(
+        store,
+        model=None if read_only else mem.model_name,
+        namespace=who.namespace if who else namespace,
+        user=who.user_id if who else None,
+    )
+    return mem
+
+
+def known_user(mem: MemorySystem, who: MemoryContext) -> None:
+    """MemoryNotFoundError unless the store holds something of ``who``, naming where that user id is held
+    (another namespace: the demo writes into ``demo``) or which namespaces there are."""
+    held = {pair for table in MEMORY_TABLES for pair in mem.store.scopes(table)}
+    if (who.namespace, who.user_id) in held:
+        return
+    elsewhere = sorted(ns for ns, user in held if user == who.user_id)
+    if elsewhere:
+        hint = "the store holds this user in namespace " + ", ".join(repr(ns) for ns in elsewhere)
+        hint += f": give --namespace {elsewhere[0]}"
+    else:
+        namespaces = sorted({ns for ns, _ in held})
+        hint = f"namespaces in the store: {', '.join(map(repr, namespaces))}" if namespaces else "the store is empty"
+        hint += " (`tiermem users` lists every user)"
+    raise MemoryNotFoundError(f"no user {who.user_id!r} in namespace {who.namespace!r}; {hint}")
 
 
 def awaited(coro: Coroutine[object, None, T]) -> T:

@@ -14,18 +14,19 @@ from .._errors import InvalidArgumentError
 from .._records import MemoryContext, MemoryItem
 from .._store import TIER_TABLES
 from .._write import MemorySystem
-from ._graph import graph_dot, render_dot
+from ._graph import graph_data, graph_dot, render_dot
 from ._options import (
     awaited,
     data_options,
     emit,
     for_user,
     given,
+    known_user,
     open_system,
     output_option,
     user_context,
 )
-from ._output import item_text, items_text, stats_text, store_stats_text, users_text, versions_text
+from ._output import dumps, item_text, items_text, stats_text, store_stats_text, users_text, versions_text
 
 __all__ = ["COMMANDS", "all_items", "get", "graph", "history", "search", "show", "stats", "users"]
 
@@ -62,7 +63,8 @@ def all_items(mem: MemorySystem, who: MemoryContext, limit: int | None = None, *
 @data_options
 def users(namespace: str | None) -> None:
     """List the users the store holds memories of."""
-    found = [u for u in open_system(read_only=True).tiers.users() if namespace is None or u.namespace == namespace]
+    mem = open_system(read_only=True, namespace=namespace)
+    found = [u for u in mem.tiers.users() if namespace is None or u.namespace == namespace]
     emit([{"namespace": u.namespace, "user_id": u.user_id} for u in found], users_text(found))
 
 
@@ -85,7 +87,9 @@ def show(
     """List a user's memories, oldest first, with the ids the other commands take."""
     filters: dict[str, object] = {"tier": list(tier) or None, "subject": subject, "status": list(status) or None}
     filters |= {"since": utc(since), "until": utc(until)}
-    items = all_items(open_system(read_only=True), who, limit + 1, **filters)
+    mem = open_system(read_only=True)
+    known_user(mem, who)
+    items = all_items(mem, who, limit + 1, **filters)
     emit(items[:limit], items_text(items[:limit]))
     if len(items) > limit and not given("json"):
         click.echo(f"(more than {limit}: raise --limit)", err=True)
@@ -103,9 +107,9 @@ def search(
     """Recall a user's memories for QUERY, best first, as the agent would.
 
     Time words in QUERY ("last week", "in May") rank what was said then first."""
-    found = awaited(
-        open_system(read_only=True).recall(who, query, limit=limit, subject=subject, since=utc(since), until=utc(until))
-    )
+    mem = open_system(read_only=True)
+    known_user(mem, who)
+    found = awaited(mem.recall(who, query, limit=limit, subject=subject, since=utc(since), until=utc(until)))
     emit(found, items_text(found))
 
 
@@ -131,9 +135,11 @@ def history(who: MemoryContext, id: str) -> None:
 @data_options
 def stats(user: str | None, namespace: str | None) -> None:
     """Count a user's memories per tier and status (every user's without USER)."""
-    mem = open_system(read_only=True)
-    if user is not None:
-        found = awaited(mem.stats(user_context(namespace or "default", user)))
+    who = user_context(namespace or "default", user) if user is not None else None
+    mem = open_system(read_only=True, namespace=namespace, who=who)
+    if who is not None:
+        known_user(mem, who)
+        found = awaited(mem.stats(who))
         emit(found, stats_text(found))
         return
     per_user = [(u, awaited(mem.stats(u))) for u in mem.tiers.users() if namespace is None or u.namespace == namespace]
@@ -144,17 +150,27 @@ def stats(user: str | None, namespace: str | None) -> None:
 
 @click.command()
 @for_user(by_id=False)
-@click.option("--format", "fmt", type=click.Choice(["dot", "svg", "png"]), default="dot", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["dot", "svg", "png"]), help="[default: dot; json with --json]")
 @output_option
 @click.option("--history", "closed", is_flag=True, help="also the relations that no longer hold (dashed)")
-def graph(who: MemoryContext, fmt: str, output: str, closed: bool) -> None:
-    """Draw a user's relations graph: subjects as nodes, edges labelled with their relation."""
+def graph(who: MemoryContext, fmt: str | None, output: str, closed: bool) -> None:
+    """Draw a user's relations graph: subjects as nodes, edges labelled with their relation.
+
+    With --json: the nodes and the edges (id, source, relation, target, current) as JSON."""
+    if given("json") and fmt is not None:
+        raise InvalidArgumentError(f"--json prints the graph as JSON: leave out --format {fmt}, or --json")
+    fmt = fmt or "dot"
     if fmt == "png" and output == "-" and sys.stdout.isatty():
         raise InvalidArgumentError("a PNG is binary: give -o FILE.png (or pipe it)")
     mem = open_system(read_only=True)
+    known_user(mem, who)
     edges = [e for e in all_items(mem, who, tier="relation") if closed or e.metadata.get("current") is not False]
-    dot = graph_dot(f"{who.namespace}/{who.user_id}", awaited(mem.subjects(who)), edges)
-    data = dot.encode() if fmt == "dot" else render_dot(dot, "svg" if fmt == "svg" else "png")
+    subjects = awaited(mem.subjects(who))
+    if given("json"):
+        data = (dumps(graph_data(subjects, edges)) + "\n").encode()
+    else:
+        dot = graph_dot(f"{who.namespace}/{who.user_id}", subjects, edges)
+        data = dot.encode() if fmt == "dot" else render_dot(dot, "svg" if fmt == "svg" else "png")
     if output == "-":
         click.echo(data, nl=False)
     else:

@@ -8,13 +8,15 @@ import os
 import signal
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import click
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, StoreNotFoundError
+from .._store import stored_meta
 from .._write import janitor_pass, system
-from ._options import awaited, data_options, emit, given, open_system
+from ._options import awaited, data_options, emit, given, open_system, say_using
 from ._output import janitor_text
 from ._reembed import reembed_store
 
@@ -67,7 +69,7 @@ def worker(
         for sig in (signal.SIGTERM, signal.SIGINT):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
         logging.getLogger("tiermem").info("worker running on %s (model %s)", store, mem.stages.name)
-        click.echo(f"tiermem worker: running on {store}")
+        click.echo(f"tiermem worker: running on {store} (every namespace; model {mem.model_name})")
         return await mem.run_worker(stop, jobstore_url=jobstore, run_now=run_now, grace=grace, **intervals)
 
     click.echo(f"tiermem worker: stopped ({awaited(run())} job(s) abandoned)")
@@ -97,6 +99,7 @@ def janitor(model: str | None, dry_run: bool, force: bool) -> None:
 @click.option("--embedder-dimensions", type=int, help="dimensions of a litellm embedding model")
 @click.option("--relations", is_flag=True, help="serve the relations graph (the connect tool)")
 @click.option("--allow-writes", is_flag=True, help="offer the remember and forget tools")
+@click.option("--create", is_flag=True, help="with --allow-writes: start a new store at --store if there is none")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: address to bind")
 @click.option("--port", type=int, default=8000, show_default=True, help="HTTP: port; the endpoint is /mcp")
@@ -110,7 +113,14 @@ def mcp(**values: Any) -> None:
     logging.getLogger().setLevel(logging.INFO)
     logging.getLogger("mcp").setLevel(logging.WARNING)
     values |= {k: values[k] or given(k) for k in ("store", "embedder", "embedder_dimensions")}
+    create = values.pop("create")
     config = config_from(values, os.environ)
+    store = config.store or str(Path.home() / ".tiermem" / "store")
+    if not stored_meta(store) and not (create and config.allow_writes):
+        # a mistyped path would otherwise be served as a new, empty store: the agent would "remember" nothing
+        how = "" if config.allow_writes else " (a new one needs --allow-writes --create)"
+        raise StoreNotFoundError(f"no tiermem store at {store!r}; check the path, or add --create to start one{how}")
+    say_using(store, model="rules" if config.allow_writes else None, namespace=config.namespace, user=config.user_id)
     capability = forget = None
     if config.allow_writes and (config.user_id is not None or config.user_header is not None):
         mem = system(model="rules", **capability_options(config))  # forget's digest rewrite: no model call

@@ -48,6 +48,12 @@ _PREFIXES: dict[str, TableName] = {
     "alias": "aliases",
 }  # fmt: skip
 _MAX_TEXT = 8000
+_UNPINNABLE: dict[TableName, str] = {
+    "turns": "a captured turn (what was said, kept in the turn log)",
+    "working": "a working-memory entry (it fades with its session)",
+    "digests": "a digest (rewritten from the facts)",
+    "edges": "a relation (it holds while its fact does)",
+}
 
 
 def _about(record: Episode | Edge) -> tuple[str, ...]:
@@ -376,7 +382,14 @@ class Governance:
             return self._pin(ctx, rid, pinned=pinned)
 
     def _pin(self, ctx: MemoryContext, rid: str, *, pinned: bool) -> Fact | Episode:
-        table, record = self.find(ctx, rid, ("facts", "episodes"))
+        try:
+            table, record = self.find(ctx, rid, ("facts", "episodes"))
+        except MemoryNotFoundError:
+            other, _ = self.find(ctx, rid)  # nowhere at all: "no memory"
+            raise InvalidArgumentError(
+                f"{rid!r} is {_UNPINNABLE[other]}: only facts and episodes can be pinned; pin the fact or episode "
+                "learnt from it (list them with tier semantic or episodic)"
+            ) from None
         if isinstance(record, Fact) and record.status == "superseded":
             raise InvalidArgumentError(f"fact {record.id!r} was superseded by {record.superseded_by!r}: pin that one")
         if record.pinned == pinned and (not pinned or record.status != "archived"):

@@ -6,6 +6,8 @@ the tree); :func:`retry_delay` says which of the results are retried, and after 
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import openai
 
@@ -66,6 +68,23 @@ _BY_STATUS: dict[int, type[ModelError]] = {
 _TRANSPORT_MODULES = frozenset({"aiohttp", "httpcore", "httpx"})
 
 
+# A provider's client refusing to send without a key: openai's raises a bare ``OpenAIError`` (litellm files it
+# as a 500), gemini's a ``ValueError`` (filed as a connection error). No answer came, so no status says so.
+_NO_KEY = re.compile(r"\b(missing|no)\b.{0,40}\b(credentials|api[ _-]?key)\b", re.IGNORECASE | re.DOTALL)
+
+
+def _missing_key(exc: BaseException) -> bool:
+    """Raised before any request because no key is configured: a retry fails the same way, at once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if _NO_KEY.search(str(current)) and not _is_transport_error(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def _is_transport_error(exc: BaseException) -> bool:
     if isinstance(exc, (OSError, TimeoutError, httpx.TransportError)):
         return True
@@ -111,13 +130,16 @@ def map_model_error(exc: Exception, *, stage: str, model: str, attempts: int) ->
     A litellm error of a known type becomes its tiermem class (``exc`` chained as ``__cause__``).
     When litellm wrapped something that is not a network error (a bug, ours or a library's, or a
     tiermem error raised inside a fake), that original is returned, to propagate unchanged; so is
-    an exception of any type this function does not know.
+    an exception of any type this function does not know. A provider client's refusal to send without
+    a key, whatever litellm filed it as, is a :class:`ModelAuthenticationError`: permanent, never retried.
     """
     if isinstance(exc, TiermemError):
         return exc
     detail = str(exc)
     error_type = _error_type(exc)
-    if isinstance(exc, llm_errors.APIConnectionError):
+    if error_type is not None and _missing_key(exc):
+        error_type = ModelAuthenticationError
+    elif isinstance(exc, llm_errors.APIConnectionError):
         original = _wrapped_original(exc)
         if original is not None and not _is_transport_error(original):
             return original

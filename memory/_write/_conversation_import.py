@@ -103,6 +103,8 @@ class HistoryReport:
     """Turns already journaled by an earlier (interrupted) run: skipped."""
     deferred: int = 0
     """Turns or sessions whose model work failed: pending, finished by ``retry_pending()``."""
+    turns_deferred: int = 0
+    """Of those, the turns: journaled, their observation pending."""
     episodes: int = 0
     consolidated: int = 0
     errors: list[str] = field(default_factory=list)
@@ -240,6 +242,7 @@ async def import_conversations(
         report.turns += sum(len(c.turns) for c in members)
         report.duplicates += imported.duplicates
         report.deferred += imported.deferred
+        report.turns_deferred += imported.deferred
         if g:  # a group of sessions ends once the groups before it are consolidated (see below)
             await groups[g - 1].wait()
         # One bulk end for the group: per session what end_session does, in a few round trips.

@@ -8,6 +8,8 @@ where :class:`MemorySystem` lives.
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -46,6 +48,8 @@ __all__ = [
     "system",
 ]
 
+log = logging.getLogger("tiermem")
+
 # Provider keys that mean "a real model is configured"; the first found picks the default model.
 _PROVIDER_DEFAULTS = {
     "OPENAI_API_KEY": "openai/gpt-4o-mini",
@@ -63,15 +67,35 @@ class _LLMOptions(TypedDict, total=False):
     max_input_tokens: int
 
 
+def _chosen_model() -> str:
+    """The model when none is given: ``$TIERMEM_MODEL``, else the first provider key's default, else the
+    rules model; said at INFO, since a key in the environment makes it a paid one."""
+    if chosen := os.environ.get("TIERMEM_MODEL"):
+        why = "TIERMEM_MODEL is set"
+    else:
+        key = next((key for key in _PROVIDER_DEFAULTS if os.environ.get(key)), None)
+        chosen = _PROVIDER_DEFAULTS[key] if key else "rules"
+        why = f"{key} is set" if key else "no TIERMEM_MODEL and no provider key"
+    log.info("no model given: using %s (%s; model='rules' is the offline rules model)", chosen, why)
+    return chosen
+
+
+def _checked_name(model: str) -> str:
+    """``model`` unless it is a near miss of ``"rules"`` (which litellm would take for a model name)."""
+    plain = model.strip().lower()
+    if model != "rules" and "/" not in plain and (plain == "rules" or difflib.get_close_matches(plain, ["rules"])):
+        raise ConfigurationError(f"unknown model {model!r}: did you mean 'rules' (the offline rules model)?")
+    if not plain:
+        raise ConfigurationError("model must name a model: a litellm model string or 'rules', not ''")
+    return model
+
+
 def _stages(model: str | StageModel | None, llm_options: _LLMOptions) -> StageModel:
     if model is not None and not isinstance(model, str):
         if not (callable(getattr(model, "run", None)) and hasattr(model, "ledger")):
             raise ConfigurationError(f"model must be a model name or a StageModel, not {type(model).__name__}")
         return model
-    if model is None:
-        model = os.environ.get("TIERMEM_MODEL") or next(
-            (default for key, default in _PROVIDER_DEFAULTS.items() if os.environ.get(key)), "rules"
-        )
+    model = _checked_name(_chosen_model() if model is None else model)
     if model == "rules":
         return RulesStages()
     from .._llm import LLM
@@ -108,7 +132,9 @@ def system(
     """The read side plus the capture pipeline.
 
     ``model``: any litellm model string, ``"rules"`` for the offline rules model, or a StageModel.
-    With none, ``$TIERMEM_MODEL`` or a provider key picks a model; otherwise the rules model runs.
+    With none, ``$TIERMEM_MODEL`` or a provider key picks a model (``OPENAI_API_KEY``: openai/gpt-4o-mini,
+    logged at INFO, and ``mem.model_name`` says which); otherwise the rules model runs. A near miss of
+    ``"rules"`` (``"rule"``, ``"Rules"``) raises :class:`ConfigurationError`.
     ``max_input_tokens``: the model's input window when litellm does not know it (or knows it wrong);
     every stage fits its prompt inside it.
     ``keep_roles``: which roles of a captured transcript the turn log keeps (default: what people

@@ -155,6 +155,11 @@ class MemorySystem:
         return self.capability.store
 
     @property
+    def model_name(self) -> str:
+        """The model the write side calls: a litellm model string, or ``"rules"`` (the offline model)."""
+        return self.stages.name
+
+    @property
     def embedder(self) -> Embedder:
         return self.capability.embedder
 

@@ -338,8 +338,13 @@ async def test_pin_refuses_what_cannot_be_pinned(mem: MemorySystem, ctx: MemoryC
         await mem.pin(ctx, old.id)
     with pytest.raises(MemoryNotFoundError):
         await mem.pin(OTHER, old.id)
-    with pytest.raises(MemoryNotFoundError):
+    with pytest.raises(InvalidArgumentError, match=r"is a working-memory entry .*: only facts and episodes can be"):
         await mem.pin(ctx, entry.id)  # only facts and episodes outlive a session: nothing else to pin
+    said = await mem.capture(ctx.model_copy(update={"session_id": "s-pin"}), [{"role": "user", "content": "Hi."}])
+    with pytest.raises(InvalidArgumentError, match=r"is a captured turn .*: only facts and episodes can be pinned"):
+        await mem.unpin(ctx, said.turn.id)
+    with pytest.raises(MemoryNotFoundError):
+        await mem.pin(OTHER, said.turn.id)
 
 
 # -- forget ---------------------------------------------------------------------------------------

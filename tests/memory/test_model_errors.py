@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import litellm
+import openai
 import pytest
 from litellm.llms.custom_llm import CustomLLMError
 from pydantic import BaseModel
@@ -238,6 +239,36 @@ async def test_a_permanent_error_is_not_retried(status: int) -> None:
     assert caught.value.attempts == 1
     usage = llm.ledger.snapshot()["observe"]
     assert (usage["calls"], usage["retries"], usage["failures"]) == (1, 0, 1)
+
+
+# What providers' clients raise before any request when no key is set (litellm 1.x files openai's as a 500,
+# gemini's as a connection error): each must fail at once, not be retried as if the network failed.
+NO_KEY = [
+    ("openai", openai.OpenAIError("Missing credentials. Please pass an `api_key`, or set the `OPENAI_API_KEY` ...")),
+    ("gemini", ValueError("Missing Gemini API key. Set the GEMINI_API_KEY or GOOGLE_API_KEY environment variable.")),
+]
+
+
+@pytest.mark.parametrize("raised", [r for _, r in NO_KEY], ids=[name for name, _ in NO_KEY])
+async def test_a_missing_key_is_an_authentication_error_at_once(raised: Exception) -> None:
+    fake = Fake(_raises(raised))
+    llm = LLM(fake.model, num_retries=3, validation_retries=3, retry_backoff=0.0)
+
+    with pytest.raises(ModelAuthenticationError, match=r"(?i)missing") as caught:
+        await _ask(llm)
+
+    assert (fake.calls, caught.value.attempts) == (1, 1)
+
+
+async def test_a_missing_key_defers_a_capture_as_permanent(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext
+) -> None:
+    fake = Fake(_raises(NO_KEY[0][1]))
+    mem = _system(store_path, embedder, clock, fake.model, num_retries=3)
+
+    result = await mem.capture(ctx, [{"role": "user", "content": TEXT}])
+
+    assert (result.deferred, result.error_kind, fake.calls) == (True, "permanent", 1)
 
 
 @pytest.mark.parametrize("status", [429, 500, 503], ids=["rate-limited", "server-error", "unavailable"])

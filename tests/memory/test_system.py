@@ -4,6 +4,7 @@ real litellm calls routed to in-process fake models (or the offline rules model)
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable
 from typing import Any
@@ -12,7 +13,7 @@ import litellm
 import pytest
 
 from tests.fakes import AnyCall, calls_for, messages_of, session, stage_model
-from tiermem import LLM, InvalidArgumentError, MemoryContext, MemorySystem, ModelError, system
+from tiermem import LLM, ConfigurationError, InvalidArgumentError, MemoryContext, MemorySystem, ModelError, system
 from tiermem.memory._stage import Stage
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, Where
 from tiermem.prompts import consolidate, digest, encode_consolidate, encode_episode, observe
@@ -321,8 +322,10 @@ async def test_capture_from_items_makes_one_turn_per_exchange(
         [{"role": "robot", "content": "hi"}],
         [42],
         [{"role": "user"}],
+        [{"content": "I like tea."}],
+        [{"role": "user", "content": "hi"}, {"role": None, "content": "hello"}],
     ],
-    ids=["empty", "string", "non-string-content", "unknown-role", "not-a-dict", "no-content"],
+    ids=["empty", "string", "non-string-content", "unknown-role", "not-a-dict", "no-content", "no-role", "role-none"],
 )
 async def test_capture_rejects_invalid_messages(build: Builder, ctx: MemoryContext, messages: Any) -> None:
     mem = build("rules")
@@ -334,14 +337,29 @@ async def test_capture_rejects_invalid_messages(build: Builder, ctx: MemoryConte
 
 @pytest.mark.parametrize(
     "items",
-    [[{"role": "user", "content": 5}], ["not a message"], [[{"role": "robot", "content": "hi"}]]],
-    ids=["non-string-content", "string-item", "unknown-role-in-list"],
+    [
+        [{"role": "user", "content": 5}],
+        ["not a message"],
+        [[{"role": "robot", "content": "hi"}]],
+        [{"role": "user", "content": "hi"}, {"content": "hello"}],
+    ],
+    ids=["non-string-content", "string-item", "unknown-role-in-list", "no-role"],
 )
 async def test_capture_from_items_rejects_invalid_messages(build: Builder, ctx: MemoryContext, items: Any) -> None:
     mem = build("rules")
 
     with pytest.raises(InvalidArgumentError):
         await mem.capture_from_items(ctx, items)
+
+
+async def test_a_message_without_a_role_is_refused_by_name_and_nothing_is_imported(build: Builder) -> None:
+    mem = build("rules")
+    said = {"at": "2024-05-02T10:00:00+00:00", "messages": [{"role": "user", "content": "I bake rye bread."}]}
+    roleless = {"at": "2024-05-02T10:05:00+00:00", "messages": [{"content": "I like tea."}]}
+
+    with pytest.raises(InvalidArgumentError, match="message 0: a message needs 'role'"):
+        await mem.import_conversations(MemoryContext(user_id="u-1"), [{"session_id": "s", "turns": [said, roleless]}])
+    assert mem.store.count("turns") == 0
 
 
 async def test_capture_from_items_validates_the_whole_batch_first(build: Builder, ctx: MemoryContext) -> None:
@@ -497,18 +515,45 @@ async def test_real_provider_model_defers_capture(build: Builder, ctx: MemoryCon
     ],
     ids=["nothing-means-rules", "tiermem-model", "tiermem-model-beats-key", "openai-key", "anthropic-key"],
 )
-def test_system_picks_its_model_from_the_environment(
-    build: Builder, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: str
+def test_system_picks_its_model_from_the_environment_and_says_which(
+    build: Builder,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    env: dict[str, str],
+    expected: str,
 ) -> None:
     fake = stage_model()
     for key in ["TIERMEM_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"]:
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, fake.model if value == "<fake>" else value)
+    name = fake.model if expected == "<fake>" else expected
 
-    mem = build(None)
+    with caplog.at_level(logging.INFO, logger="tiermem"):
+        mem = build(None)
 
-    assert mem.stages.name == (fake.model if expected == "<fake>" else expected)
+    assert mem.model_name == mem.stages.name == name
+    said = [r.getMessage() for r in caplog.records if r.name == "tiermem" and "no model given" in r.getMessage()]
+    assert len(said) == 1 and f"using {name} (" in said[0]
+    assert next(iter(env), "no TIERMEM_MODEL") in said[0]  # the variable that decided it
+
+
+def test_a_given_model_is_not_announced(build: Builder, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="tiermem"):
+        assert build("rules").model_name == "rules"
+    assert not [r for r in caplog.records if "no model given" in r.getMessage()]
+
+
+@pytest.mark.parametrize("model", ["rule", "Rules", "RULES", " rules", "rulez", ""], ids=repr)
+def test_a_near_miss_of_rules_is_refused(store_path: str, model: str) -> None:
+    with pytest.raises(ConfigurationError, match="'rules'"):
+        system(model=model, store=store_path)
+
+
+def test_a_near_miss_in_the_environment_is_refused(store_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIERMEM_MODEL", "rule")
+    with pytest.raises(ConfigurationError, match="did you mean 'rules'"):
+        system(store=store_path)
 
 
 async def test_model_from_the_environment_is_used(

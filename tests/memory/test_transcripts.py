@@ -251,7 +251,6 @@ OUTPUT_TEXT = [{"type": "output_text", "text": "ok"}]
 IMAGE_AND_TEXT = [{"type": "image_url", "image_url": {}}, {"type": "text", "text": "look"}]
 SHAPES: list[tuple[str, Any, tuple[str, str, str | None]]] = [
     ("dict", {"role": "user", "content": "hi"}, ("user", "hi", None)),
-    ("no-role-is-user", {"content": "hi"}, ("user", "hi", None)),
     ("name", {"role": "user", "content": "hi", "name": "Caroline"}, ("user", "hi", "Caroline")),
     ("parts", {"role": "user", "content": TWO_TEXT_PARTS}, ("user", "a\nb", None)),
     ("image-part-ignored", {"role": "user", "content": IMAGE_AND_TEXT}, ("user", "look", None)),
@@ -278,10 +277,12 @@ def test_message_shapes(message: Any, expected: tuple[str, str, str | None]) -> 
         ([{"role": "assistant", "content": None, "tool_calls": []}], "no text to capture"),
         ([{"role": "system", "content": "only instructions"}], "no text to capture"),
         ([{"role": "user", "content": "   "}], "no text to capture"),
+        ([{"content": "hi"}], "message 0: a message needs 'role'"),
+        ([{"role": "user", "content": "hi"}, {"role": None, "content": "hi"}], "message 1: a message needs 'role'"),
     ],
-    ids=["empty", "string", "one-dict", "only-tool-calls", "only-system", "blank"],
+    ids=["empty", "string", "one-dict", "only-tool-calls", "only-system", "blank", "no-role", "role-none"],
 )
-def test_nothing_to_capture_is_refused(messages: Any, reason: str) -> None:
+def test_a_bad_transcript_is_refused(messages: Any, reason: str) -> None:
     with pytest.raises(InvalidArgumentError, match=reason):
         normalize_messages(messages)
 
