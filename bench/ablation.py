@@ -98,6 +98,7 @@ def run_conversation(
             "r10": _r10(full, [1, 2, 3, 4]),
             "disjoint": _r10(slice_, [1, 2, 3, 4]),
             "adversarial": _r10(full, [5]),
+            "multi-hop": _r10(full, [1]),
             "n": full.count([1, 2, 3, 4]),
             "n_disjoint": slice_.count([1, 2, 3, 4]),
         }
@@ -157,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     head += [f"{i} R@10 (n={per_conv[i]['baseline']['n']})" for i in ids]
     head += [f"{i} disjoint (n={per_conv[i]['baseline']['n_disjoint']})" for i in ids]
     head += [f"{i} adversarial" for i in ids]
+    head += [f"{i} multi-hop" for i in ids]
     head += [f"paraphrase hit@3 (dense) @{s}" for s in args.sizes if para]
     lines = [
         "# Ranking ablation per dev conversation",
@@ -174,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in [*variants, "dense (raw turns)"]:
         base = {i: per_conv[i]["baseline"] for i in ids}
         row = [name, str(VARIANTS[name][1]) if name in VARIANTS else "-"]
-        for key in ("r10", "disjoint", "adversarial"):
+        for key in ("r10", "disjoint", "adversarial", "multi-hop"):
             row += [_delta(per_conv[i][name][key], base[i][key]) for i in ids]
         row += [para[name][s] for s in args.sizes] if name in para else ["-"] * (len(args.sizes) if para else 0)
         lines.append("| " + " | ".join(row) + " |")

@@ -59,6 +59,12 @@ def _environment_names(tree: ast.AST) -> tuple[set[str], set[str]]:
     matches variables by (``k.endswith(("_API_KEY", ...))``)."""
     names: set[str] = set()
     suffixes: set[str] = set()
+    # A type variable's name ("_R") is no variable suffix.
+    type_names = {
+        id(node.args[0])
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("TypeVar") and node.args
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _ENV_READS:
             receiver = ast.unparse(node.func.value)
@@ -74,7 +80,7 @@ def _environment_names(tree: ast.AST) -> tuple[set[str], set[str]]:
             family = node.value.startswith(("TIERMEM_", "LITELLM_")) or node.value.endswith("_API_KEY")
             if family and _ENV_NAME.match(node.value):
                 names.add(node.value)
-            elif _ENV_SUFFIX.match(node.value):
+            elif _ENV_SUFFIX.match(node.value) and id(node) not in type_names:
                 suffixes.add(node.value)
     return names, suffixes
 
@@ -103,5 +109,8 @@ def test_every_environment_variable_is_documented_under_configuration() -> None:
 
 def test_the_install_section_says_how_to_install_before_a_release() -> None:
     install = README[README.index("\n## Install\n") : README.index("\n## Two commands\n")]
-    assert "pip install tiermem " in install and "No release is on PyPI yet" in install
-    assert "`pip install .`" in install and "git+" in install
+    assert "No release is on PyPI yet" in install and "git+" in install
+    # The block installs from the clone, so each line works before a release.
+    block = install[install.index("```bash\n") + 8 : install.index("\n```", install.index("```bash\n"))]
+    commands = [line.split("#")[0].strip() for line in block.splitlines()]
+    assert commands and all(c == "pip install ." or c.startswith("pip install '.[") for c in commands), commands
