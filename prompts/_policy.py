@@ -13,12 +13,17 @@ import functools
 from typing import Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, Field, create_model
+from pydantic.json_schema import SkipJsonSchema
 
 from tiermem.memory._policy import MemoryPolicy
 
-__all__ = ["categories_field", "labelled", "labelled_item", "policy_rules"]
+__all__ = ["Categories", "categories_field", "labelled", "labelled_item", "policy_rules"]
 
 M = TypeVar("M", bound=BaseModel)
+
+Categories = SkipJsonSchema[list[str]]
+"""An answer item's labels, left out of the schema a model is sent unless the policy has labels (then
+:func:`labelled` makes them a visible field of the allowed values): no policy, no prompt tokens spent."""
 
 
 def categories_field() -> Any:

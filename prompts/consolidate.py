@@ -13,7 +13,7 @@ from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._records import MAX_KEYS, Episode, Fact, ModelKeys, WorkingEntry
 from tiermem.memory._stage import ChatMessages, Stage
 
-from ._policy import categories_field, labelled, policy_rules
+from ._policy import Categories, categories_field, labelled, policy_rules
 
 VERSION = "consolidate-v4"
 
@@ -47,7 +47,7 @@ class Operation(BaseModel):
     confidence: float = Field(default=0.8, ge=0.0, le=1.0, description="Confidence in the fact.")
     source_episode_ids: list[str] = Field(default_factory=list, description="Episodes it was said in.")
     keys: ModelKeys = Field(default_factory=list)
-    categories: list[str] = categories_field()
+    categories: Categories = categories_field()
 
 
 _REF = re.compile(r"\s*#(\d{1,4})\s*")

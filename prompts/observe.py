@@ -11,7 +11,7 @@ from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._records import MAX_KEYS, Message, ModelKeys
 from tiermem.memory._stage import ChatMessages, Stage
 
-from ._policy import categories_field, labelled, policy_rules
+from ._policy import Categories, categories_field, labelled, policy_rules
 
 VERSION = "observe-v4"
 Kind = Literal["fact", "preference", "event", "plan", "relationship", "other"]
@@ -37,7 +37,7 @@ class Observation(BaseModel):
     text: str = Field(min_length=1, max_length=1000, description="One self-contained sentence.")
     salience: float = Field(ge=0.0, le=1.0, description="How much it matters later, 0..1.")
     keys: ModelKeys = Field(default_factory=list)
-    categories: list[str] = categories_field()
+    categories: Categories = categories_field()
 
 
 class Output(BaseModel):
