@@ -384,3 +384,36 @@ async def test_labels_survive_export_and_import(
     assert [(i.text, i.metadata["categories"]) for i in work.items] == [
         ("The user works at Acme Corp as an engineer.", ["work"])
     ]
+
+
+@pytest.mark.parametrize(
+    ("command", "category", "texts"),
+    [
+        (["show", "u-1", "--tier", "semantic"], "work", ["The user works at Acme Corp as an engineer."]),
+        (["show", "u-1", "--tier", "semantic"], "family", ["Moni, the user's wife, loves painting."]),
+        (
+            ["search", "u-1", "Acme Corp engineer", "--limit", "5"],
+            "work",
+            ["The user works at Acme Corp as an engineer."],
+        ),
+        (["search", "u-1", "Acme Corp engineer", "--limit", "5"], "health", []),
+    ],
+    ids=["show-work", "show-family", "search-work", "search-nothing-labelled"],
+)
+def test_the_command_line_filters_by_category(
+    store_path: str, clock: FrozenClock, ctx: MemoryContext, command: list[str], category: str, texts: list[str]
+) -> None:
+    from click.testing import CliRunner
+
+    from tiermem.memory._cli._main import cli
+
+    mem = system(model="rules", store=store_path, clock=clock, categories=LABELS).blocking()  # the CLI's embedder
+    mem.capture(ctx, messages_of(f"{WORK} {MONI}", "Noted."))
+    mem.end_session(ctx)
+    mem.consolidate(ctx)
+
+    args = ["--store", store_path, *command, "--category", category, "--json"]
+    done = CliRunner().invoke(cli, args, catch_exceptions=False)
+
+    assert done.exit_code == 0, done.output
+    assert [i["text"] for i in json.loads(done.stdout)] == texts
