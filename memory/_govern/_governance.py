@@ -361,6 +361,7 @@ class Governance:
                 valid_from=now,
                 provenance=provenance,
                 pinned=old.pinned,
+                categories=old.categories,  # a correction keeps what the fact is about
                 metadata={"source": "update"},
             )
         superseded = old.model_copy(

@@ -386,6 +386,20 @@ async def test_labels_survive_export_and_import(
     ]
 
 
+async def test_a_correction_keeps_its_facts_labels(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext
+) -> None:
+    mem = _system(store_path, embedder, clock, categories=LABELS)
+    await mem.capture(ctx, messages_of(WORK, "Noted."))
+    await mem.end_session(ctx)
+    await mem.consolidate(ctx)
+    (fact,) = await mem.facts(ctx)
+
+    corrected = await mem.update(ctx, fact.id, text="The user works at Globex as an engineer.")
+
+    assert (fact.categories, corrected.categories) == (("work",), ("work",))
+
+
 @pytest.mark.parametrize(
     ("command", "category", "texts"),
     [
