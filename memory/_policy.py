@@ -162,9 +162,10 @@ class MemoryPolicy(BaseModel):
             return False
         return not self.include_categories or bool(labels & set(self.include_categories))
 
-    def assigned(self, categories: Iterable[str]) -> tuple[str, ...]:
+    def assigned(self, categories: Iterable[str], inherited: Iterable[str] = ()) -> tuple[str, ...]:
         """``categories`` a model assigned, normalised, those outside :attr:`labels` dropped (for answers a
-        StageModel did not validate against the narrowed schema)."""
+        StageModel did not validate against the narrowed schema); none left: the ``inherited`` ones (a fact's
+        observations'), checked the same way."""
         allowed = set(self.labels)
         out: dict[str, None] = {}
         for value in categories:
@@ -174,7 +175,7 @@ class MemoryPolicy(BaseModel):
                 continue
             if label in allowed:
                 out[label] = None
-        return tuple(out)
+        return tuple(out) or (self.assigned(inherited) if inherited else ())
 
     def overridden_by(self, other: MemoryPolicy | None) -> MemoryPolicy:
         """This policy with the fields ``other`` sets replacing its own (a per-call override)."""

@@ -265,7 +265,8 @@ class _Applier:
             self._refuse(op, subject, "empty text")
             return None
         episodes, turns, since = evidence.episodes, evidence.turns, evidence.since
-        labels = self._labels(op, evidence)
+        inherited = [c for obs in evidence.said for c in obs.categories]
+        labels = self.policy.assigned(op.categories, inherited) if self.policy is not None else ()
         if self.policy is not None and op.op in {"add", "update"} and not self.policy.admits(subject, labels):
             self.plan.count("policy")
             self._refuse(op, subject, "kept out by the memory policy")
@@ -300,13 +301,6 @@ class _Applier:
         else:
             plan.count("add")
         return new_id
-
-    def _labels(self, op: consolidate.Operation, evidence: Evidence) -> tuple[str, ...]:
-        if self.policy is None:
-            return ()
-        return self.policy.assigned(op.categories) or tuple(
-            dict.fromkeys(c for o in evidence.said for c in o.categories)
-        )
 
 
 def _supersede(plan: ConsolidationPlan, old: Fact, new: Fact, now: datetime) -> None:
