@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from ._clock import utc
 from ._errors import ErrorKind
 from ._identity import Scope, fact_id
+from ._policy import MemoryPolicy, category_label
 from ._text import encodable
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "Tier",
     "Turn",
     "WorkingEntry",
+    "categories_of",
     "consolidation_order",
     "mentions",
     "retrieval_keys",
@@ -88,6 +90,13 @@ ModelKeys = Annotated[
     ),
 ]
 """Retrieval keys in a model's output schema: normalised, a bad key dropped rather than failing the answer."""
+
+
+def categories_of(values: object) -> tuple[str, ...]:
+    """Stored category labels, normalised and deduplicated (a record written before categories has none)."""
+    if not isinstance(values, list | tuple):
+        return ()
+    return tuple(dict.fromkeys(category_label(v) for v in values))
 
 
 Instant = Annotated[datetime, AfterValidator(utc)]
@@ -158,6 +167,9 @@ class Turn(_Record):
     dated: bool = Field(
         default=False, description="Captured with its real time (an import): what derives from it is dated by it."
     )
+    policy: MemoryPolicy | None = Field(
+        default=None, description="The capture's own policy override, kept so a later or retried observation obeys it."
+    )
     metadata: dict[str, Any] = Field(default_factory=dict, description="Caller metadata (e.g. dia_id).")
 
     @property
@@ -190,12 +202,20 @@ class WorkingEntry(_Record):
     keys: tuple[str, ...] = Field(
         default=(), description="Retrieval keys: broader terms a later cue may use (searched, never shown)."
     )
+    categories: tuple[str, ...] = Field(
+        default=(), description="Labels of the policy's vocabulary the model assigned (none for older records)."
+    )
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
 
     @field_validator("keys", mode="before")
     @classmethod
     def _keys(cls, value: object) -> tuple[str, ...]:
         return retrieval_keys(value)
+
+    @field_validator("categories", mode="before")
+    @classmethod
+    def _categories(cls, value: object) -> tuple[str, ...]:
+        return categories_of(value)
 
 
 class Episode(_Record):
@@ -265,12 +285,20 @@ class Fact(_Record):
     keys: tuple[str, ...] = Field(
         default=(), description="Retrieval keys: broader terms a later cue may use (searched, never shown)."
     )
+    categories: tuple[str, ...] = Field(
+        default=(), description="Labels of the policy's vocabulary the model assigned (none for older records)."
+    )
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form metadata.")
 
     @field_validator("keys", mode="before")
     @classmethod
     def _keys(cls, value: object) -> tuple[str, ...]:
         return retrieval_keys(value)
+
+    @field_validator("categories", mode="before")
+    @classmethod
+    def _categories(cls, value: object) -> tuple[str, ...]:
+        return categories_of(value)
 
     @classmethod
     def new(
@@ -290,6 +318,7 @@ class Fact(_Record):
         pinned: bool = False,
         keys: Iterable[str] = (),
         stored_at: datetime | None = None,
+        categories: Iterable[str] = (),
     ) -> Fact:
         """A new active fact of ``scope``'s user, with its deterministic id (:func:`fact_id`).
 
@@ -312,6 +341,7 @@ class Fact(_Record):
             pinned=pinned,
             keys=tuple(keys),
             stored_at=stored_at,
+            categories=tuple(categories),
             metadata=dict(metadata or {}),
         )
 

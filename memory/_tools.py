@@ -232,10 +232,14 @@ def _date(item: MemoryItem) -> str:
 
 def compact_item(item: MemoryItem) -> dict[str, str]:
     """What a model needs to use a memory: its id (to refer back to it), tier, subject, date and text;
-    ``past`` ("(past, until 2026-03-16)", :meth:`MemoryItem.past_mark`) on what no longer holds."""
+    ``categories`` (comma-separated) when it has labels; ``past`` ("(past, until 2026-03-16)",
+    :meth:`MemoryItem.past_mark`) on what no longer holds."""
     out = {"id": item.id, "tier": item.tier, "subject": item.subject, "date": _date(item), "text": item.text}
     if past := item.past_mark():
         out["past"] = past
+    labels = item.metadata.get("categories")
+    if isinstance(labels, list) and labels:  # the policy's labels, when the observer assigned some
+        out["categories"] = ", ".join(str(label) for label in labels)
     return out
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tiermem.memory._options import RelationsOptions
+from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._records import Episode, Fact, MemoryContext, Turn, WorkingEntry
 from tiermem.prompts import encode_consolidate, encode_episode
 
@@ -40,6 +41,7 @@ def provisional_episode(
     user_names: Sequence[str] = (),
     aliases: Mapping[str, str],
     now: datetime,
+    policy: MemoryPolicy | None = None,
 ) -> Episode:
     """The session's episode without a model call, marked provisional until consolidation summarises it.
 
@@ -50,7 +52,7 @@ def provisional_episode(
     times = [t.created_at for t in turns] or [e.created_at for e in entries] or [now]
     inputs = encode_episode.Input(
         entries=list(entries), turns=list(turns), user_names=list(user_names), started_at=min(times),
-        ended_at=max(times),
+        ended_at=max(times), policy=policy,
     )  # fmt: skip
     extract = rules.encode_episode(inputs)
     subjects = episode_subjects([*extract.subjects, *(e.subject for e in entries)], aliases)
@@ -81,6 +83,7 @@ async def encode_and_consolidate(
     relations: RelationsOptions | None,
     now: datetime,
     known_subjects: Sequence[str] = (),
+    policy: MemoryPolicy | None = None,
 ) -> EncodedBatch:
     """Summaries of the batch's provisional episodes and the batch's fact operations, in one call when it fits.
 
@@ -92,13 +95,13 @@ async def encode_and_consolidate(
     encode = [e.id for e in episodes if e.metadata.get(PROVISIONAL)]
     inputs = encode_consolidate.Input(
         episodes=list(episodes), observations=list(observations), existing=list(existing),
-        user_names=list(user_names), relations=rel, now=now, encode=encode, turns=list(turns),
+        user_names=list(user_names), relations=rel, now=now, encode=encode, turns=list(turns), policy=policy,
     )  # fmt: skip
 
     async def plan(encoded: list[Episode], answer: encode_consolidate.FactsOutput | None) -> ConsolidationPlan:
         return await consolidate_episodes(
             model, ctx=ctx, episodes=encoded, observations=observations, existing=existing, user_names=user_names,
-            aliases=aliases, relations=relations, now=now, known_subjects=known_subjects, answer=answer,
+            aliases=aliases, relations=relations, now=now, known_subjects=known_subjects, answer=answer, policy=policy,
         )  # fmt: skip
 
     async def run(budget: Budget) -> EncodedBatch:
@@ -108,8 +111,8 @@ async def encode_and_consolidate(
             encoded = [_written(e, written.get(e.id), aliases, model.name) if e.id in encode else e for e in episodes]
             return EncodedBatch(episodes=encoded, plan=await plan(encoded, output))
         # Too large for one call: the two stages, each fitting its own input (hierarchically if need be).
-        encoded = [await _encoded(model, e, turns, observations, user_names, aliases) if e.id in encode else e
-                   for e in episodes]  # fmt: skip
+        encoded = [await _encoded(model, e, turns, observations, user_names, aliases, policy) if e.id in encode
+                   else e for e in episodes]  # fmt: skip
         return EncodedBatch(episodes=encoded, plan=await plan(encoded, None))
 
     return await fitted(model, _STAGE, run, inputs)
@@ -139,6 +142,7 @@ async def _encoded(
     observations: Sequence[WorkingEntry],
     user_names: Sequence[str],
     aliases: Mapping[str, str],
+    policy: MemoryPolicy | None,
 ) -> Episode:
     """``episode`` encoded by the episode encoder alone (the fallback for a batch too large for one call)."""
     ctx = MemoryContext(namespace=episode.namespace, user_id=episode.user_id, session_id=episode.session_id)
@@ -146,7 +150,7 @@ async def _encoded(
         model, ctx=ctx, session_id=episode.session_id,
         entries=[o for o in observations if o.session_id == episode.session_id],
         turns=[t for t in turns if t.session_id == episode.session_id], user_names=user_names, aliases=aliases,
-        now=episode.created_at,
+        now=episode.created_at, policy=policy,
     )  # fmt: skip
     meta = {k: v for k, v in episode.metadata.items() if k != PROVISIONAL}
     return episode.model_copy(

@@ -91,6 +91,7 @@ async def compact_subject(
                 reinforcements=sum(s.reinforcements for s in sources),
                 provenance=dict.fromkeys(p for s in sources for p in s.provenance),
                 keys=retrieval_keys([k for s in sources for k in s.keys]),  # the sources' keys, first ones first
+                categories=dict.fromkeys(c for s in sources for c in s.categories),  # every source's labels
                 metadata={"prompt_version": compact.STAGE.version, "merged_from": ids},
             )
         )

@@ -21,6 +21,7 @@ from tiermem.memory._decay import reinforce
 from tiermem.memory._errors import InvalidSubjectError
 from tiermem.memory._identity import edge_id, fact_id
 from tiermem.memory._options import RelationsOptions
+from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._records import Edge, Episode, Fact, MemoryContext, WorkingEntry, mentions, retrieval_keys
 from tiermem.memory._subjects import canonical_subject
 from tiermem.prompts import consolidate
@@ -77,10 +78,12 @@ async def consolidate_episodes(
     now: datetime,
     known_subjects: Sequence[str] = (),
     answer: consolidate.FactsOutput | None = None,
+    policy: MemoryPolicy | None = None,
 ) -> ConsolidationPlan:
     """One model call for a batch of episodes; the plan is applied by the caller.
 
     ``answer``: the operations already asked for (the encode-and-consolidate stage's), checked the same way.
+    ``policy``: told to the model, and held against its operations (see :class:`_Applier`).
     """
     rel = relations if relations is not None and relations.enabled else None
     inputs = consolidate.Input(
@@ -90,12 +93,13 @@ async def consolidate_episodes(
         user_names=list(user_names),
         relations=rel,
         now=now,
+        policy=policy,
     )
     # Fitted to the model's budget; with edges when relations are on.
     output = answer if answer is not None else await run_consolidation(model, inputs)
     return _planned(
         output, ctx=ctx, episodes=episodes, observations=observations, existing=existing, aliases=aliases, rel=rel,
-        now=now, known_subjects=known_subjects,
+        now=now, known_subjects=known_subjects, policy=policy,
     )  # fmt: skip
 
 
@@ -110,19 +114,20 @@ def _planned(
     rel: RelationsOptions | None,
     now: datetime,
     known_subjects: Sequence[str],
+    policy: MemoryPolicy | None,
 ) -> ConsolidationPlan:
     """The plan of ``output`` over ``existing``, which may be rebased on other versions of them."""
 
     def rebase(current: Sequence[Fact]) -> ConsolidationPlan:
         return _planned(
             output, ctx=ctx, episodes=episodes, observations=observations, existing=current, aliases=aliases,
-            rel=rel, now=now, known_subjects=known_subjects,
+            rel=rel, now=now, known_subjects=known_subjects, policy=policy,
         )  # fmt: skip
 
     plan = ConsolidationPlan(rebase=rebase)
     known = {f.id: f for f in existing}
     _Applier(output.operations, plan=plan, ctx=ctx, known=known, aliases=aliases, now=now,
-             sources=Sources(episodes, observations, now)).run()  # fmt: skip
+             sources=Sources(episodes, observations, now), policy=policy).run()  # fmt: skip
     if rel is not None and isinstance(output, consolidate.Output):
         subjects = {"user", *known_subjects} | {f.subject for f in existing} | {f.subject for f in plan.facts.values()}
         subjects |= {s for e in episodes for s in e.subjects}
@@ -151,7 +156,10 @@ def _supported(edge: Edge, facts: Sequence[Fact], now: datetime) -> Edge:
 
 class _Applier:
     """Applies an answer's operations to the plan in the order their evidence was said (an operation that
-    targets another of the answer's ``#N`` after it), each fact dated by its evidence."""
+    targets another of the answer's ``#N`` after it), each fact dated by its evidence.
+
+    A fact's labels are the operation's (among the policy's), else those of the observations it came from;
+    an add or update whose subject or labels the policy excludes is refused (counted ``policy``)."""
 
     def __init__(
         self,
@@ -163,9 +171,10 @@ class _Applier:
         aliases: Mapping[str, str],
         now: datetime,
         sources: Sources,
+        policy: MemoryPolicy | None = None,
     ) -> None:
         self.ops, self.plan, self.ctx, self.known, self.aliases, self.now = ops, plan, ctx, known, aliases, now
-        self.sources = sources
+        self.sources, self.policy = sources, policy
         self.refs = [self._ref(op.target_id) for op in ops]
         first = [self._evidence(i) for i in range(len(ops))]
         # A change is not said by what it changes: an update of "#N" leaves out what evidenced N.
@@ -256,6 +265,12 @@ class _Applier:
             self._refuse(op, subject, "empty text")
             return None
         episodes, turns, since = evidence.episodes, evidence.turns, evidence.since
+        inherited = [c for obs in evidence.said for c in obs.categories]
+        labels = self.policy.assigned(op.categories, inherited) if self.policy is not None else ()
+        if self.policy is not None and op.op in {"add", "update"} and not self.policy.admits(subject, labels):
+            self.plan.count("policy")
+            self._refuse(op, subject, "kept out by the memory policy")
+            return None
         # Keys the model gave, else those of the observations the fact came from: a model that writes
         # no keys for facts still keeps the observer's.
         keys = retrieval_keys(op.keys or [k for obs in evidence.said for k in obs.keys])
@@ -277,7 +292,7 @@ class _Applier:
             return None
         fact = Fact.new(
             self.ctx, subject=subject, text=text, now=now, confidence=op.confidence, valid_from=since,
-            provenance=turns, metadata=meta, keys=keys,
+            provenance=turns, metadata=meta, keys=keys, categories=labels,
         )  # fmt: skip
         plan.facts[new_id] = fact
         if op.op == "update" and target is not None:

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from tiermem.memory._errors import InvalidSubjectError
 from tiermem.memory._identity import episode_id
+from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._records import Episode, MemoryContext, Message, Turn, WorkingEntry
 from tiermem.memory._subjects import canonical_subject
 from tiermem.prompts import encode_episode
@@ -35,9 +36,10 @@ async def encode_session(
     user_names: Sequence[str],
     aliases: Mapping[str, str],
     now: datetime,
+    policy: MemoryPolicy | None = None,
 ) -> Episode:
     """One model call, or a summary of part summaries for a session too large for one; subjects are
-    canonicalised and invalid ones dropped."""
+    canonicalised and invalid ones dropped. ``policy``: what the summary may say."""
     times = [t.created_at for t in turns] or [e.created_at for e in entries] or [now]
     inputs = encode_episode.Input(
         entries=list(entries),
@@ -45,6 +47,7 @@ async def encode_session(
         user_names=list(user_names),
         started_at=min(times),
         ended_at=max(times),
+        policy=policy,
     )
     outputs = await fitted(model, _STAGE, lambda budget: _summarise(model, budget, inputs))
     output = outputs[-1]  # the summary of the whole; the parts' outputs name subjects too

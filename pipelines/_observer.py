@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from tiermem.memory._errors import InvalidSubjectError
 from tiermem.memory._identity import observation_id
+from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._records import Message, Turn, WorkingEntry
 from tiermem.memory._subjects import canonical_subject
 from tiermem.prompts import observe
@@ -43,14 +44,16 @@ async def observe_turn(
     user_names: Sequence[str],
     aliases: Mapping[str, str],
     known_subjects: Sequence[str],
+    policy: MemoryPolicy | None = None,
 ) -> ObservedTurn:
     """One model call (one per part for an oversized turn); observations with a subject that cannot be
-    canonicalised are dropped and counted."""
+    canonicalised are dropped and counted, and so are those ``policy`` keeps out."""
     inputs = observe.Input(
         messages=list(turn.messages),
         user_names=list(user_names),
         known_subjects=list(known_subjects),
         now=turn.created_at,
+        policy=policy,
     )
 
     async def run(budget: Budget) -> list[observe.Output]:
@@ -68,7 +71,7 @@ async def observe_turn(
                 observations.append(obs)
     extra = {"parts": len(outputs)} if len(outputs) > 1 else {}
     return observed_turn(turn, observations, aliases=aliases, model=model.name, version=observe.STAGE.version,
-                         extra=extra, parts=len(outputs))  # fmt: skip
+                         extra=extra, parts=len(outputs), policy=policy)  # fmt: skip
 
 
 def observed_turn(
@@ -80,10 +83,12 @@ def observed_turn(
     version: str,
     extra: Mapping[str, object] | None = None,
     parts: int = 1,
+    policy: MemoryPolicy | None = None,
 ) -> ObservedTurn:
     """``turn``'s entries from its observations, in order: numbered per turn, dated and attributed to it.
 
-    An observation whose subject cannot be canonicalised is dropped and counted; the others keep their
+    An observation whose subject cannot be canonicalised is dropped and counted, and so is one ``policy``
+    keeps out (its subject or labels excluded, whatever the model was told); the others keep their
     position as their index, so an entry's id does not depend on its neighbours' subjects.
     """
     entries: list[WorkingEntry] = []
@@ -92,6 +97,10 @@ def observed_turn(
         try:
             subject = canonical_subject(obs.subject, aliases=aliases)
         except InvalidSubjectError:
+            dropped += 1
+            continue
+        labels = policy.assigned(obs.categories) if policy is not None else ()
+        if policy is not None and not policy.admits(subject, labels):
             dropped += 1
             continue
         text = " ".join(obs.text.split())
@@ -110,6 +119,7 @@ def observed_turn(
                 updated_at=turn.created_at,
                 provenance=(turn.id,),
                 keys=tuple(obs.keys),
+                categories=labels,
                 metadata={"prompt_version": version, "model": model, **(extra or {}), **turn.metadata},
             )
         )

@@ -91,7 +91,9 @@ def encode_episode(inputs: encode_prompt.Input) -> encode_prompt.Output:
         o
         for t in turns
         for o in observe(
-            observe_prompt.Input(messages=list(t.messages), user_names=inputs.user_names, now=t.created_at)
+            observe_prompt.Input(
+                messages=list(t.messages), user_names=inputs.user_names, now=t.created_at, policy=inputs.policy
+            )
         ).observations
     ]
     chosen = _extract([(o.text, o.salience) for o in observed])
@@ -113,6 +115,7 @@ def encode_consolidate(inputs: combined_prompt.Input) -> combined_prompt.Output:
                     entries=[o for o in inputs.observations if o.session_id == episode.session_id],
                     turns=[t for t in inputs.turns if t.session_id == episode.session_id],
                     user_names=inputs.user_names, started_at=episode.started_at, ended_at=episode.ended_at,
+                    policy=inputs.policy,
                 )
             )  # fmt: skip
             subjects = tuple(dict.fromkeys([*encoded.subjects, *episode.subjects]))

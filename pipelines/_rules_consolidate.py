@@ -23,6 +23,7 @@ from tiermem.memory._subjects import USER
 from tiermem.prompts import consolidate as consolidate_prompt
 
 from ._rules_observe import lead_subject
+from ._rules_policy import screened
 from ._sentences import (
     APPOSITION,
     COUPLES,
@@ -216,12 +217,15 @@ def consolidate(inputs: consolidate_prompt.Input) -> consolidate_prompt.Output:
             subject = observed.get((episode.session_id, " ".join(normalise(sentence)))) or _fact_subject(
                 sentence, aliases, known
             )
+            labels = screened(inputs.policy, subject, sentence)
+            if labels is None:  # the policy keeps it out: no fact, no edge
+                continue
             found = _edges(sentence, subject, aliases) if on else []
             edges.update((t, None) for t in found if vocabulary is None or t[1] in vocabulary)
             if (len(content_words(sentence)) >= 2 or claims_of(sentence)) and len(ops) < 100:
                 text = ensure_period(sentence)[:1000]
                 for op in _operations(subject, text, inputs.existing, episode.id, _confidence(text, episode.salience)):
-                    _merge(ops, op)
+                    _merge(ops, op.model_copy(update={"categories": list(labels)}) if labels else op)
     stated = _places(ops, aliases)  # a home or job a later sentence of this batch changed is not an edge
     kept = [t for t in edges if t[1] not in _PLACE_EDGES.values() or t in stated]
     out = [consolidate_prompt.EdgeOut(source=s, relation=r, target=t) for s, r, t in kept[:100]]

@@ -17,6 +17,7 @@ from tiermem.prompts import observe_window as window_prompt
 from ._clauses import coordinated
 from ._companions import we_company
 from ._relative_time import resolve_relative_time
+from ._rules_policy import screened
 from ._sentences import (
     HEALTH,
     MY_REL_START,
@@ -165,8 +166,10 @@ def observe(inputs: observe_prompt.Input) -> observe_prompt.Output:
             # One observation per thing said: "I live in Porto and work at Farfetch" is two (see _clauses).
             for part in coordinated(strip_greeting(raw)):
                 obs = _observe_sentence(part, speaker, aliases, known, names, we)
-                if obs is not None and all(o.text != obs.text for o in found):
-                    found.append(obs)
+                # The policy's labels it can recognise: what it excludes is not written down at all.
+                labels = None if obs is None else screened(inputs.policy, obs.subject, part, obs.kind)
+                if obs is not None and labels is not None and all(o.text != obs.text for o in found):
+                    found.append(obs.model_copy(update={"categories": list(labels)}))
     if len(found) > _MAX_OBSERVATIONS:
         keep = sorted(sorted(range(len(found)), key=lambda i: (-found[i].salience, i))[:_MAX_OBSERVATIONS])
         found = [found[i] for i in keep]
@@ -178,7 +181,8 @@ def observe_window(inputs: window_prompt.Input) -> window_prompt.Output:
     found = []
     for number, turn in enumerate(inputs.turns, start=1):
         alone = observe_prompt.Input(
-            messages=turn.messages, user_names=inputs.user_names, known_subjects=inputs.known_subjects, now=turn.now
-        )
+            messages=turn.messages, user_names=inputs.user_names, known_subjects=inputs.known_subjects, now=turn.now,
+            policy=inputs.policy,
+        )  # fmt: skip
         found += [window_prompt.Observation(**obs.model_dump(), turn=number) for obs in observe(alone).observations]
     return window_prompt.Output(observations=found)

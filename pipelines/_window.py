@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from tiermem.memory._errors import ModelContextWindowError, ModelOutputError
+from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._records import Turn
 from tiermem.prompts import observe_window as window_prompt
 
@@ -26,11 +27,14 @@ STAGE = window_prompt.STAGE
 _SEPARATOR = 2  # the blank line between two turns' blocks
 
 
-def _input(turns: Sequence[Turn], user_names: Sequence[str], known_subjects: Sequence[str]) -> window_prompt.Input:
+def _input(
+    turns: Sequence[Turn], user_names: Sequence[str], known_subjects: Sequence[str], policy: MemoryPolicy | None
+) -> window_prompt.Input:
     return window_prompt.Input(
         turns=[window_prompt.WindowTurn(messages=list(t.messages), now=t.created_at) for t in turns],
         user_names=list(user_names),
         known_subjects=list(known_subjects),
+        policy=policy,
     )
 
 
@@ -41,6 +45,7 @@ def windows(
     size: int,
     user_names: Sequence[str],
     known_subjects: Sequence[str],
+    policy: MemoryPolicy | None = None,
 ) -> list[list[Turn]]:
     """``turns`` (consecutive, of one session) in consecutive windows of at most ``size`` that each fit the
     window stage's input budget. A turn that does not fit a window alone is a window of one, as is every
@@ -52,7 +57,7 @@ def windows(
         return [list(turns[i : i + size]) for i in range(0, len(turns), size)]
     # The prompt without turns (model_construct: the Input needs one), to measure what the turns may fill.
     empty = window_prompt.Input.model_construct(
-        turns=[], user_names=list(user_names), known_subjects=list(known_subjects)
+        turns=[], user_names=list(user_names), known_subjects=list(known_subjects), policy=policy
     )
     try:
         room = budget.room(STAGE, STAGE.render(empty))
@@ -85,12 +90,13 @@ async def observe_window(
     user_names: Sequence[str],
     aliases: Mapping[str, str],
     known_subjects: Sequence[str],
+    policy: MemoryPolicy | None = None,
 ) -> list[ObservedTurn]:
     """One model call for ``turns`` (consecutive, of one session): each turn's entries, in order.
 
     Raises what the call raises (a ModelOutputError when the answer names a turn not in the window).
     """
-    output = await model.run(STAGE, _input(turns, user_names, known_subjects))
+    output = await model.run(STAGE, _input(turns, user_names, known_subjects, policy))
     said: list[list[window_prompt.Observation]] = [[] for _ in turns]
     for obs in output.observations:
         if not 1 <= obs.turn <= len(turns):  # the stage's output checks it; a StageModel that does not, here
@@ -100,6 +106,6 @@ async def observe_window(
             )
         said[obs.turn - 1].append(obs)
     return [
-        observed_turn(turn, observations, aliases=aliases, model=model.name, version=STAGE.version)
+        observed_turn(turn, observations, aliases=aliases, model=model.name, version=STAGE.version, policy=policy)
         for turn, observations in zip(turns, said, strict=True)
     ]

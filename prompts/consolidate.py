@@ -9,10 +9,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tiermem.memory._options import RelationsOptions
+from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._records import MAX_KEYS, Episode, Fact, ModelKeys, WorkingEntry
 from tiermem.memory._stage import ChatMessages, Stage
 
-VERSION = "consolidate-v3"
+from ._policy import Categories, categories_field, labelled, policy_rules
+
+VERSION = "consolidate-v4"
 
 
 class Input(BaseModel):
@@ -28,6 +31,7 @@ class Input(BaseModel):
     user_names: list[str] = Field(default_factory=list, description="Display names of the primary user.")
     relations: RelationsOptions | None = Field(default=None, description="Edge extraction options; None = off.")
     now: datetime = Field(description="Consolidation time.")
+    policy: MemoryPolicy | None = Field(default=None, description="What to remember and what to leave out.")
 
 
 class Operation(BaseModel):
@@ -43,6 +47,7 @@ class Operation(BaseModel):
     confidence: float = Field(default=0.8, ge=0.0, le=1.0, description="Confidence in the fact.")
     source_episode_ids: list[str] = Field(default_factory=list, description="Episodes it was said in.")
     keys: ModelKeys = Field(default_factory=list)
+    categories: Categories = categories_field()
 
 
 _REF = re.compile(r"\s*#(\d{1,4})\s*")
@@ -119,6 +124,7 @@ def _render(inputs: Input) -> ChatMessages:
         )
         rel = RELATIONS.format(vocabulary=vocab)
     system = TEXT.format(user_names=", ".join(inputs.user_names) or "unknown", relations=rel, max_keys=MAX_KEYS)
+    system += policy_rules(inputs.policy)
     facts = "\n".join(f"- id={f.id} [{f.subject}] {f.text}" for f in inputs.existing) or "- (none)"
     by_session: dict[str, list[WorkingEntry]] = {}
     for entry in inputs.observations:
@@ -145,9 +151,15 @@ def _keyed(keys: tuple[str, ...]) -> str:
 
 
 def _output_for(inputs: Input) -> type[FactsOutput]:
-    """Edges are asked for only when relations are on."""
+    """Edges are asked for only when relations are on; with a policy's labels, operations carry only those."""
     on = inputs.relations is not None and inputs.relations.enabled
-    return Output if on else FactsOutput
+    return labelled_operations(Output if on else FactsOutput, inputs)
+
+
+def labelled_operations(output: type[FactsOutput], inputs: Input) -> type[FactsOutput]:
+    """``output`` whose operations' categories are among the policy's labels (``output`` without labels)."""
+    labels = inputs.policy.labels if inputs.policy is not None else ()
+    return labelled(output, "operations", Operation, labels)
 
 
 STAGE = Stage(

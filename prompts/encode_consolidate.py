@@ -17,7 +17,7 @@ from tiermem.memory._stage import ChatMessages, Stage
 
 from . import consolidate
 
-VERSION = "encode-consolidate-v2"
+VERSION = "encode-consolidate-v3"
 
 
 class Input(consolidate.Input):
@@ -92,9 +92,9 @@ def _render(inputs: Input) -> ChatMessages:
 
 
 def _output_for(inputs: Input) -> type[FactsOutput]:
-    """Edges are asked for only when relations are on."""
+    """Edges are asked for only when relations are on; with a policy's labels, operations carry only those."""
     on = inputs.relations is not None and inputs.relations.enabled
-    return Output if on else FactsOutput
+    return consolidate.labelled_operations(Output if on else FactsOutput, inputs)  # type: ignore[return-value]
 
 
 STAGE = Stage(

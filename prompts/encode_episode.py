@@ -6,10 +6,13 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._records import Turn, WorkingEntry
 from tiermem.memory._stage import ChatMessages, Stage
 
-VERSION = "encode-episode-v1"
+from ._policy import policy_rules
+
+VERSION = "encode-episode-v2"
 
 
 class Input(BaseModel):
@@ -26,6 +29,7 @@ class Input(BaseModel):
     user_names: list[str] = Field(default_factory=list, description="Display names of the primary user.")
     started_at: datetime = Field(description="First turn time.")
     ended_at: datetime = Field(description="Last turn time.")
+    policy: MemoryPolicy | None = Field(default=None, description="What to remember and what to leave out.")
 
 
 class Output(BaseModel):
@@ -50,7 +54,7 @@ def _render(inputs: Input) -> ChatMessages:
         user_names=", ".join(inputs.user_names) or "unknown",
         started_at=inputs.started_at.isoformat(),
         ended_at=inputs.ended_at.isoformat(),
-    )
+    ) + policy_rules(inputs.policy, labels=False)
     observed = "\n".join(f"- [{e.subject}] {e.text}" for e in inputs.entries) or "- (none)"
     transcript = "\n".join(t.text for t in inputs.turns)
     content = f"Observations:\n{observed}\n\nTranscript:\n{transcript}"

@@ -7,10 +7,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._records import MAX_KEYS, Message, ModelKeys
 from tiermem.memory._stage import ChatMessages, Stage
 
-VERSION = "observe-v3"
+from ._policy import Categories, categories_field, labelled, policy_rules
+
+VERSION = "observe-v4"
 Kind = Literal["fact", "preference", "event", "plan", "relationship", "other"]
 
 
@@ -23,6 +26,7 @@ class Input(BaseModel):
     user_names: list[str] = Field(default_factory=list, description="Display names of the primary user.")
     known_subjects: list[str] = Field(default_factory=list, description="Subjects already known for this user.")
     now: datetime = Field(description="When the turn happened.")
+    policy: MemoryPolicy | None = Field(default=None, description="What to remember and what to leave out.")
 
 
 class Observation(BaseModel):
@@ -33,6 +37,7 @@ class Observation(BaseModel):
     text: str = Field(min_length=1, max_length=1000, description="One self-contained sentence.")
     salience: float = Field(ge=0.0, le=1.0, description="How much it matters later, 0..1.")
     keys: ModelKeys = Field(default_factory=list)
+    categories: Categories = categories_field()
 
 
 class Output(BaseModel):
@@ -86,10 +91,18 @@ def _render(inputs: Input) -> ChatMessages:
         known_subjects=", ".join(inputs.known_subjects) or "none",
         now=inputs.now.isoformat(),
         max_keys=MAX_KEYS,
-    )
+    ) + policy_rules(inputs.policy)
     turn = "\n".join(f"{m.name or m.role}: {m.content}" for m in inputs.messages)
     return [{"role": "system", "content": system}, {"role": "user", "content": f"Turn:\n{turn}"}]
 
 
-STAGE = Stage(name="observe", version=VERSION, input=Input, output=Output, text=TEXT, renderer=_render)
-"""The observer stage: one turn in, observations out."""
+def _output_for(inputs: Input) -> type[Output]:
+    """With a policy's labels, each observation's categories are among them."""
+    labels = inputs.policy.labels if inputs.policy is not None else ()
+    return labelled(Output, "observations", Observation, labels)
+
+
+STAGE = Stage(
+    name="observe", version=VERSION, input=Input, output=Output, text=TEXT, renderer=_render, narrow=_output_for
+)
+"""The observer stage: one turn in, observations (labelled, under a policy with labels) out."""

@@ -16,12 +16,14 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
+from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._records import MAX_KEYS, Message
 from tiermem.memory._stage import ChatMessages, Stage
 
 from . import observe
+from ._policy import labelled_item, policy_rules
 
-VERSION = "observe-window-v2"
+VERSION = "observe-window-v3"
 MAX_PER_TURN = 20
 """At most this many observations of one turn (as :class:`observe.Output` allows for a turn alone)."""
 
@@ -43,6 +45,7 @@ class Input(BaseModel):
     turns: list[WindowTurn] = Field(min_length=1, description="Consecutive turns of one session, in order.")
     user_names: list[str] = Field(default_factory=list, description="Display names of the primary user.")
     known_subjects: list[str] = Field(default_factory=list, description="Subjects already known for this user.")
+    policy: MemoryPolicy | None = Field(default=None, description="What to remember and what to leave out.")
 
 
 class Observation(observe.Observation):
@@ -67,17 +70,24 @@ class Output(BaseModel):
         return self
 
 
-@functools.cache
-def sized(turns: int) -> type[Output]:
-    """The answer for a window of ``turns`` turns: every observation's ``turn`` between 1 and ``turns``.
+def sized(turns: int, labels: tuple[str, ...] = ()) -> type[Output]:
+    """The answer for a window of ``turns`` turns: every observation's ``turn`` between 1 and ``turns`` (and
+    its categories among a policy's ``labels``, when it has some).
 
     One class per size (cached), so the schema a model is sent says the bound too.
     """
-    bounded = create_model(
+    return _sized(turns, labels)
+
+
+@functools.cache
+def _sized(turns: int, labels: tuple[str, ...]) -> type[Output]:
+    bounded: Any = create_model(
         f"Observation{turns}",
         __base__=Observation,
         turn=(int, Field(ge=1, le=turns, description=f"The number of the turn it comes from, 1 to {turns}.")),
     )
+    if labels:
+        bounded = labelled_item(bounded, labels)
     limit: Any = Field(default_factory=list, max_length=MAX_PER_TURN * turns)
     model: Any = create_model(f"Output{turns}", __base__=Output, observations=(list[bounded], limit))  # type: ignore[valid-type]
     return cast(type[Output], model)
@@ -111,13 +121,13 @@ def _render(inputs: Input) -> ChatMessages:
         user_names=", ".join(inputs.user_names) or "unknown",
         known_subjects=", ".join(inputs.known_subjects) or "none",
         max_keys=MAX_KEYS,
-    )
+    ) + policy_rules(inputs.policy)
     turns = "\n\n".join(turn_block(n, t) for n, t in enumerate(inputs.turns, start=1))
     return [{"role": "system", "content": system}, {"role": "user", "content": turns}]
 
 
 def _output_for(inputs: Input) -> type[Output]:
-    return sized(len(inputs.turns))
+    return sized(len(inputs.turns), inputs.policy.labels if inputs.policy is not None else ())
 
 
 STAGE = Stage(

@@ -72,6 +72,7 @@ from .memory._options import (
     SemanticOptions,
     WorkingOptions,
 )
+from .memory._policy import MemoryPolicy
 from .memory._read import MemoryCapability, MemoryProvider, create_memory_capability
 from .memory._recall import approx_tokens
 from .memory._records import (
@@ -164,6 +165,7 @@ __all__ = [
     "MemoryItem",
     "MemoryNotFoundError",
     "MemoryPage",
+    "MemoryPolicy",
     "MemoryProvider",
     "MemoryStats",
     "MemorySystem",

@@ -73,6 +73,7 @@ def users(namespace: str | None) -> None:
 @click.option("--tier", multiple=True, type=click.Choice(list(TIER_TABLES)), help="only this tier (repeatable)")
 @click.option("--subject", help="only memories about this subject ('user', a first name, an organisation)")
 @click.option("--status", multiple=True, help="only this status: active, superseded, archived ... (repeatable)")
+@click.option("--category", multiple=True, help="only memories with this policy label (repeatable: any of them)")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="at most this many")
 @window_options
 def show(
@@ -80,13 +81,14 @@ def show(
     tier: tuple[str, ...],
     subject: str | None,
     status: tuple[str, ...],
+    category: tuple[str, ...],
     limit: int,
     since: datetime | None,
     until: datetime | None,
 ) -> None:
     """List a user's memories, oldest first, with the ids the other commands take."""
     filters: dict[str, object] = {"tier": list(tier) or None, "subject": subject, "status": list(status) or None}
-    filters |= {"since": utc(since), "until": utc(until)}
+    filters |= {"since": utc(since), "until": utc(until), "categories": list(category) or None}
     mem = open_system(read_only=True)
     known_user(mem, who)
     items = all_items(mem, who, limit + 1, **filters)
@@ -99,17 +101,34 @@ def show(
 @for_user(by_id=False)
 @click.argument("query")
 @click.option("--subject", help="only memories about this subject")
+@click.option("--category", multiple=True, help="only memories with this policy label (repeatable: any of them)")
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True, help="at most this many")
 @window_options
 def search(
-    who: MemoryContext, query: str, subject: str | None, limit: int, since: datetime | None, until: datetime | None
+    who: MemoryContext,
+    query: str,
+    subject: str | None,
+    category: tuple[str, ...],
+    limit: int,
+    since: datetime | None,
+    until: datetime | None,
 ) -> None:
     """Recall a user's memories for QUERY, best first, as the agent would.
 
     Time words in QUERY ("last week", "in May") rank what was said then first."""
     mem = open_system(read_only=True)
     known_user(mem, who)
-    found = awaited(mem.recall(who, query, limit=limit, subject=subject, since=utc(since), until=utc(until)))
+    found = awaited(
+        mem.recall(
+            who,
+            query,
+            limit=limit,
+            subject=subject,
+            since=utc(since),
+            until=utc(until),
+            categories=list(category) or None,
+        )
+    )
     emit(found, items_text(found))
 
 

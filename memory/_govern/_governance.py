@@ -23,6 +23,7 @@ from .._errors import InvalidArgumentError, MemoryNotFoundError
 from .._identity import fact_id
 from .._options import SemanticOptions, WorkingOptions
 from .._paging import checked_id, checked_strings, decode_cursor, encode_cursor
+from .._policy import checked_categories
 from .._records import Digest, Edge, Episode, Fact, MemoryContext, MemoryItem, Tier, Turn, WorkingEntry
 from .._secrets import Redactor
 from .._store import MEMORY_TABLES, TIER_TABLES, Store, TableName, TierTable, Where, user_writes
@@ -102,11 +103,12 @@ class Governance:
         until: datetime | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        categories: Sequence[str] | None = None,
     ) -> MemoryPage:
         """The user's memories oldest first, by ``(created_at, id)``: a page and the cursor of the next."""
         return await run_blocking(
             self.list_sync, checked_context(ctx), tier=tier, subject=subject, status=status, where=where,
-            since=since, until=until, limit=limit, cursor=cursor,
+            since=since, until=until, limit=limit, cursor=cursor, categories=categories,
         )  # fmt: skip
 
     async def get(self, ctx: MemoryContext, id: str) -> MemoryItem:
@@ -182,9 +184,10 @@ class Governance:
         until: datetime | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        categories: Sequence[str] | None = None,
     ) -> MemoryPage:
         """The blocking body of ``list``; ``where`` filters on captured metadata (see :mod:`.._tiers._lineage`),
-        ``since``/``until`` on when a memory was said (see :mod:`.._when`)."""
+        ``since``/``until`` on when a memory was said (see :mod:`.._when`), ``categories`` on the labels."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidArgumentError("limit must be an integer between 1 and 1000")
         tiers = list(TIER_TABLES) if tier is None else checked_strings(tier, "tier")
@@ -194,7 +197,8 @@ class Governance:
         statuses = None if status is None else checked_strings(status, "status")
         after = decode_cursor(cursor) if cursor is not None else None
         tables = [table for t, table in TIER_TABLES.items() if t in tiers]
-        allowed = self.lineage.allowed(ctx, checked_where(where), checked_window(since, until), tables)
+        labels = checked_categories(categories)
+        allowed = self.lineage.allowed(ctx, checked_where(where), checked_window(since, until), tables, labels)
         canon = canonical_subject(subject, aliases=self._aliases(ctx)) if subject is not None else None
         keys: list[tuple[datetime, str, TierTable]] = []
         for table in (table for t, table in TIER_TABLES.items() if t in tiers):
@@ -368,6 +372,7 @@ class Governance:
                 valid_from=now,
                 provenance=provenance,
                 pinned=old.pinned,
+                categories=old.categories,  # a correction keeps what the fact is about
                 metadata={"source": "update"},
             )
         superseded = old.model_copy(

@@ -105,6 +105,7 @@ class BlockingMemoryCapability(Protocol):
         until: datetime | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        categories: Sequence[str] | None = None,
     ) -> MemoryPage: ...
     def recall(
         self,
@@ -118,6 +119,7 @@ class BlockingMemoryCapability(Protocol):
         since: datetime | None = None,
         until: datetime | None = None,
         as_of: datetime | None = None,
+        categories: Sequence[str] | None = None,
     ) -> RecallResult: ...
     def recall_sync(
         self,
@@ -131,6 +133,7 @@ class BlockingMemoryCapability(Protocol):
         since: datetime | None = None,
         until: datetime | None = None,
         as_of: datetime | None = None,
+        categories: Sequence[str] | None = None,
     ) -> RecallResult: ...
     def recent_episodes(self, ctx: MemoryContext, *, limit: int = 5) -> builtins.list[Episode]: ...
     def relate(

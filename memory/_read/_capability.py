@@ -34,6 +34,7 @@ from .._govern import (
     apply_feedback,
 )
 from .._options import CapabilityPreset, DigestOptions, EpisodicOptions, HygieneOptions, RecallOptions
+from .._policy import checked_categories
 from .._recall import Search, SearchTier, TokenCounter, rank_without_cue, render_context
 from .._records import MemoryContext, MemoryItem, RankedMemoryItem, Tier
 from .._relations import Relations
@@ -144,6 +145,7 @@ class MemoryCapability:
         since: datetime | None = None,
         until: datetime | None = None,
         as_of: datetime | None = None,
+        categories: Sequence[str] | None = None,
     ) -> RecallResult:
         """Memories across the enabled tiers, ranked for ``cue`` (most recent and salient without one).
 
@@ -154,11 +156,13 @@ class MemoryCapability:
         (default now) and what was said then ranks first. The result is a list with a ``receipt`` for
         :meth:`feedback`. What no longer holds (a superseded fact, a turn all of whose facts were
         superseded) has ``metadata["superseded"]`` and ranks below what replaced it.
+        ``categories``: only memories the observer or consolidator labelled with one of these (the memory
+        policy's labels, ``system(categories=[...])``): working entries and facts.
         """
         checked_context(ctx)
         return await run_blocking(
             self.recall_sync, ctx, cue, limit=limit, tiers=tiers, subject=subject, where=where, since=since,
-            until=until, as_of=as_of,
+            until=until, as_of=as_of, categories=categories,
         )  # fmt: skip
 
     def recall_sync(
@@ -173,6 +177,7 @@ class MemoryCapability:
         since: datetime | None = None,
         until: datetime | None = None,
         as_of: datetime | None = None,
+        categories: Sequence[str] | None = None,
     ) -> RecallResult:
         """The blocking body of :meth:`recall`."""
         checked_context(ctx)
@@ -187,8 +192,9 @@ class MemoryCapability:
         window, as_of = checked_window(since, until), checked_instant(as_of, "as_of")
         cue = cue if cue is None else self.tiers.secrets.text(cue)  # a cue is embedded, maybe by a provider
         found = self.search.recall(
-            ctx, cue, limit=limit, tiers=tiers, subject=subject, where=checked_where(where), window=window, as_of=as_of
-        )
+            ctx, cue, limit=limit, tiers=tiers, subject=subject, where=checked_where(where), window=window, as_of=as_of,
+            categories=checked_categories(categories),
+        )  # fmt: skip
         return RecallResult(found, receipt=self.receipts.issue(ctx, (i.id for i in found), self.clock.now()))
 
     async def feedback(
@@ -305,15 +311,16 @@ class MemoryCapability:
         until: datetime | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        categories: Sequence[str] | None = None,
     ) -> MemoryPage:
         """The user's memories oldest first, a page at a time: pass ``next_cursor`` back for the next.
 
-        ``where``, ``since`` and ``until``: only memories from turns captured with matching metadata, or
-        said in that window, as for :meth:`recall`.
+        ``where``, ``since``, ``until`` and ``categories``: only memories from turns captured with matching
+        metadata, said in that window, or labelled with one of those categories, as for :meth:`recall`.
         """
         return await self.governance.list_memories(
             ctx, tier=tier, subject=subject, status=status, where=where, since=since, until=until, limit=limit,
-            cursor=cursor,
+            cursor=cursor, categories=categories,
         )  # fmt: skip
 
 

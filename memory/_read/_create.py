@@ -50,6 +50,7 @@ class MemoryProvider(Protocol):
         since: datetime | None = None,
         until: datetime | None = None,
         as_of: datetime | None = None,
+        categories: Sequence[str] | None = None,
     ) -> list[RankedMemoryItem]: ...
 
     async def format_context(self, ctx: MemoryContext, input: str, *, max_tokens: int | None = None) -> str: ...

@@ -135,10 +135,12 @@ class Search:
         where: MetadataFilter | None = None,
         window: TimeWindow | None = None,
         as_of: datetime | None = None,
+        categories: frozenset[str] | None = None,
     ) -> list[RankedMemoryItem]:
         """Memories across the chosen tiers, ranked for ``cue`` (most recent and salient without one).
 
         ``where``: only memories matching it (captured metadata, see :mod:`.._tiers._lineage`).
+        ``categories``: only working entries and facts with one of these policy labels.
         ``window``: only memories said within it (see :mod:`.._when`). Without one, a cue naming a time
         ("last week", "in May", resolved against ``as_of`` or now) ranks what was said then first: the
         cue less its time words within the window (everything said then, when nothing else is left),
@@ -148,7 +150,10 @@ class Search:
         with self.tiers.store.pinned_versions():
 
             def ranked(asked: str | None, within: TimeWindow | None) -> list[RankedMemoryItem]:
-                return self._recall(ctx, asked, limit=limit, tiers=tiers, subject=subject, where=where, window=within)
+                return self._recall(
+                    ctx, asked, limit=limit, tiers=tiers, subject=subject, where=where, window=within,
+                    categories=categories,
+                )  # fmt: skip
 
             mention = time_mention(cue, as_of or self.tiers.clock.now()) if cue and window is None else None
             if cue is None or mention is None:
@@ -170,13 +175,14 @@ class Search:
         subject: str | None,
         where: MetadataFilter | None,
         window: TimeWindow | None,
+        categories: frozenset[str] | None = None,
     ) -> list[RankedMemoryItem]:
         aliases = self.tiers.aliases(ctx)
         canon = canonical_subject(subject, aliases=aliases) if subject is not None else None
         now = self.tiers.clock.now()
         chosen = self.chosen(tiers)
         tables = [table for tier in chosen for table in _SOURCES[tier]]
-        allowed = self.lineage.allowed(ctx, where, window, tables)
+        allowed = self.lineage.allowed(ctx, where, window, tables, categories)
         session_seq = self.tiers.session_seq(ctx) if "working" in chosen else 0
         store = self.tiers.store
         if cue is None or not cue.strip():

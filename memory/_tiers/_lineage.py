@@ -41,6 +41,7 @@ _MAX_CHOICES = 1000
 _CACHED = 64  # lineage indexes (a user's turns, facts, ...) kept, the most recently read
 _CACHED_FILTERS = 256  # filters' matches, until a table they read changes
 _UNSET = object()
+_LABELLED = ("working", "facts")  # the tables whose records carry the policy's labels
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,6 +140,7 @@ class _Row:
     metadata: Mapping[str, object]
     sources: tuple[str, ...]  # provenance, plus an edge's supporting facts
     said: tuple[datetime, datetime]  # when it was said (see .._when.dated_span)
+    categories: tuple[str, ...] = ()  # the policy's labels (working entries and facts only)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -265,13 +267,33 @@ class Lineage:
         where: MetadataFilter | None,
         window: TimeWindow | None,
         tables: Sequence[TableName],
+        categories: frozenset[str] | None = None,
     ) -> dict[str, frozenset[str]] | None:
-        """Per table, the ids of ``ctx``'s records both filters allow; None when there is no filter."""
-        matched = self.matching(ctx, where, tables) if where is not None else None
-        if window is None:
-            return matched
-        dated = self.dated(ctx, window, tables)
-        return dated if matched is None else {t: ids & matched.get(t, frozenset()) for t, ids in dated.items()}
+        """Per table, the ids of ``ctx``'s records every filter given allows; None when there is no filter."""
+        chosen = [
+            self.matching(ctx, where, tables) if where is not None else None,
+            self.dated(ctx, window, tables) if window is not None else None,
+            self.labelled(ctx, categories, tables) if categories is not None else None,
+        ]
+        out: dict[str, frozenset[str]] | None = None
+        for found in (f for f in chosen if f is not None):
+            out = found if out is None else {t: ids & found.get(t, frozenset()) for t, ids in out.items()}
+        return out
+
+    def labelled(
+        self, ctx: MemoryContext, categories: frozenset[str], tables: Sequence[TableName]
+    ) -> dict[str, frozenset[str]]:
+        """Per table, the ids of ``ctx``'s records with one of ``categories`` (only entries and facts have labels).
+
+        Compared in Python on the parsed records: a label never reaches a query."""
+        return {
+            table: frozenset(
+                rid for rid, row in self._rows(table, ctx).items() if not categories.isdisjoint(row.categories)
+            )
+            if table in _LABELLED
+            else frozenset()
+            for table in tables
+        }
 
     def dated(self, ctx: MemoryContext, window: TimeWindow, tables: Sequence[TableName]) -> dict[str, frozenset[str]]:
         """Per table, the ids of ``ctx``'s records said within ``window``; the digest (said at no one time) never."""
@@ -313,6 +335,7 @@ def _index_rows(records: Sequence[Turn | Episode | Fact | Edge | Digest | Workin
             metadata=r.metadata,
             sources=(*getattr(r, "provenance", ()), *getattr(r, "support", ())),
             said=dated_span(r),
+            categories=r.categories if isinstance(r, WorkingEntry | Fact) else (),
         )
         for r in records
     }

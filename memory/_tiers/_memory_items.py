@@ -94,6 +94,7 @@ def to_memory_item(
                 "superseded_by": record.superseded_by,
                 **({"superseded": True} if record.status == "superseded" else {}),
                 **record.metadata,
+                **({"categories": list(record.categories)} if record.categories else {}),
             },
         )
     if isinstance(record, Edge):
@@ -123,7 +124,12 @@ def to_memory_item(
             created_at=record.created_at,
             updated_at=record.updated_at,
             provenance=record.provenance,
-            metadata={"kind": record.kind, "session_id": record.session_id, **record.metadata},
+            metadata={
+                "kind": record.kind,
+                "session_id": record.session_id,
+                **record.metadata,
+                **({"categories": list(record.categories)} if record.categories else {}),
+            },
         )
     if isinstance(record, Episode):
         return built(

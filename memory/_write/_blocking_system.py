@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .._govern import EraseReport, ForgetReport, ImportReport, Source
+    from .._policy import MemoryPolicy
     from .._records import Episode, Fact, MemoryContext
     from .._results import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult
     from ._conversation_import import Conversation, HistoryProgress, HistoryReport
@@ -39,12 +40,18 @@ class BlockingMemorySystem(BlockingMemoryCapability, Protocol):
         at: datetime | None = None,
         idempotency_key: str | None = None,
         background: bool = False,
+        policy: MemoryPolicy | Mapping[str, object] | None = None,
     ) -> CaptureResult: ...
     def capture_from_items(
         self, ctx: MemoryContext, items: Sequence[Mapping[str, object] | Sequence[Mapping[str, object]]]
     ) -> builtins.list[CaptureResult]: ...
     def consolidate(
-        self, ctx: MemoryContext, *, batch_size: int = 4, limit: int | None = None
+        self,
+        ctx: MemoryContext,
+        *,
+        batch_size: int = 4,
+        limit: int | None = None,
+        policy: MemoryPolicy | Mapping[str, object] | None = None,
     ) -> ConsolidationResult: ...
     def digest(self, ctx: MemoryContext) -> DigestResult: ...
     def end_session(self, ctx: MemoryContext, session_id: str | None = None) -> SessionResult: ...

@@ -22,6 +22,7 @@ from .._blocking import run_blocking
 from .._clock import Clock, utc
 from .._errors import EmbedderError, InvalidArgumentError, InvalidSubjectError, ModelError, error_kind
 from .._identity import capture_keys, turn_id
+from .._policy import MemoryPolicy
 from .._records import MemoryContext, Message, Turn, WorkingEntry
 from .._results import CaptureResult
 from .._retries import NO_ERROR, RetryPolicy, blocked, model_config
@@ -89,9 +90,18 @@ class Capture:
     """Journal, then observe; the write side's first step."""
 
     def __init__(
-        self, *, tiers: Tiers, stages: StageModel, clock: Clock, keep_roles: Collection[str], retries: RetryPolicy
+        self,
+        *,
+        tiers: Tiers,
+        stages: StageModel,
+        clock: Clock,
+        keep_roles: Collection[str],
+        retries: RetryPolicy,
+        policy: MemoryPolicy | None = None,
     ) -> None:
         self.tiers = tiers
+        self.policy = policy
+        """The system's memory policy; a capture's own override is kept on its turn (see :meth:`policy_for`)."""
         self.stages = stages
         self.clock = clock
         self.keep_roles = keep_roles
@@ -109,6 +119,7 @@ class Capture:
         at: datetime | None,
         idempotency_key: str | None,
         background: BackgroundObserver | None = None,
+        policy: MemoryPolicy | None = None,
     ) -> CaptureResult:
         sid = checked_context(ctx, session="capture").session_id
         assert sid is not None  # checked above
@@ -126,7 +137,7 @@ class Capture:
             found = [t for t in session if t.id in set(ids)]
             if not found:
                 previous = session[-1] if session else None
-                turn = await run_blocking(self._journal, ctx, sid, msgs, ids[0], keys[0], when, meta, previous)
+                turn = await run_blocking(self._journal, ctx, sid, msgs, ids[0], keys[0], when, meta, previous, policy)
                 if turn is not None and background is not None:
                     await background.submit(ctx, turn)  # off the response path: observed by the queue
                     return CaptureResult(turn=turn, entries=[], queued=True)
@@ -145,6 +156,7 @@ class Capture:
         when: datetime | None,
         meta: dict[str, object],
         previous: Turn | None,
+        policy: MemoryPolicy | None = None,
     ) -> Turn | None:
         """Write the turn once (blocking); None when the same id was journaled first elsewhere.
 
@@ -162,6 +174,7 @@ class Capture:
             created_at=when or self.clock.now(),
             key=key,
             dated=when is not None,
+            policy=policy,
             metadata=meta,
         )
         if not self.tiers.journal(turn):
@@ -178,28 +191,39 @@ class Capture:
 
     speaker = staticmethod(_speaker)
 
+    def policy_for(self, turn: Turn) -> MemoryPolicy | None:
+        """The policy ``turn`` is observed under: the system's, with the capture's own override over it."""
+        if self.policy is None:
+            return turn.policy
+        return self.policy.overridden_by(turn.policy)
+
     async def observations(
         self, turn: Turn, *, aliases: Mapping[str, str], known_subjects: Sequence[str]
     ) -> list[WorkingEntry]:
         """The observer's entries for a journaled turn, written nowhere (an import writes a session's at once)."""
         observed = await observe_turn(
-            self.stages, turn=turn, user_names=_user_names(aliases), aliases=aliases, known_subjects=known_subjects
-        )
+            self.stages, turn=turn, user_names=_user_names(aliases), aliases=aliases, known_subjects=known_subjects,
+            policy=self.policy_for(turn),
+        )  # fmt: skip
         return observed.entries
 
     def windows(
         self, turns: Sequence[Turn], *, size: int, aliases: Mapping[str, str], known_subjects: Sequence[str]
     ) -> list[list[Turn]]:
         """Consecutive turns of one session in the windows an import observes them by (see ``observe_window``)."""
-        return windows(self.stages, turns, size=size, user_names=_user_names(aliases), known_subjects=known_subjects)
+        return windows(
+            self.stages, turns, size=size, user_names=_user_names(aliases), known_subjects=known_subjects,
+            policy=self.policy,
+        )  # fmt: skip
 
     async def window_observations(
         self, turns: Sequence[Turn], *, aliases: Mapping[str, str], known_subjects: Sequence[str]
     ) -> list[list[WorkingEntry]]:
         """Each turn's entries from one observer call for the window ``turns``, written nowhere."""
         observed = await observe_window(
-            self.stages, turns=turns, user_names=_user_names(aliases), aliases=aliases, known_subjects=known_subjects
-        )
+            self.stages, turns=turns, user_names=_user_names(aliases), aliases=aliases, known_subjects=known_subjects,
+            policy=self.policy,
+        )  # fmt: skip
         return [o.entries for o in observed]
 
     async def observe(self, ctx: MemoryContext, turn: Turn) -> CaptureResult:
@@ -236,8 +260,9 @@ class Capture:
             names = [name.title() for name, subject in aliases.items() if subject == "user"]
             known = await run_blocking(self.tiers.known_subjects, ctx)
             observed = await observe_turn(
-                self.stages, turn=turn, user_names=names, aliases=aliases, known_subjects=known
-            )
+                self.stages, turn=turn, user_names=names, aliases=aliases, known_subjects=known,
+                policy=self.policy_for(turn),
+            )  # fmt: skip
             entries = await run_blocking(self.tiers.add_working_entries, ctx, observed.entries, observed=[turn])
             done = turn.model_copy(update={**NO_ERROR, "status": "observed", "attempts": turn.attempts + 1})
             await run_blocking(self.tiers.put_turns, [done])

@@ -25,6 +25,7 @@ from .._clock import Clock
 from .._errors import EmbedderError, ModelError, error_kind
 from .._govern import carry_pins
 from .._identity import fact_set_fingerprint, lease_key
+from .._policy import MemoryPolicy
 from .._read import MemoryCapability
 from .._records import Digest, Edge, Episode, Fact, MemoryContext, Turn, consolidation_order
 from .._results import ConsolidationResult, DigestResult
@@ -77,7 +78,9 @@ class Consolidation:
         leases: Leases,
         holder: str,
         retries: RetryPolicy,
+        policy: MemoryPolicy | None = None,
     ) -> None:
+        self.policy = policy
         self.capability = capability
         self.tiers = capability.tiers
         self.relations = capability.relations
@@ -163,20 +166,31 @@ class Consolidation:
         limit: int | None = None,
         due_only: bool = False,
         include_parked: bool = False,
+        policy: MemoryPolicy | None = None,
     ) -> ConsolidationResult:
         """Turn the user's pending episodes into facts (and edges), one model call per batch.
 
         ``limit``: at most this many episodes, the earliest first (the rest stay pending).
+        ``policy``: this call's override of the system's policy (the fields it sets replace the system's).
         """
         async with held(self.leases, lease_key("consolidate", ctx), holder=self.holder) as lease:
             if lease is None:
                 return ConsolidationResult(busy=True)
+            chosen = policy if self.policy is None else self.policy.overridden_by(policy)
             return await self._consolidate(
-                ctx, batch_size=batch_size, limit=limit, due_only=due_only, include_parked=include_parked
-            )
+                ctx, batch_size=batch_size, limit=limit, due_only=due_only, include_parked=include_parked,
+                policy=chosen,
+            )  # fmt: skip
 
     async def _consolidate(
-        self, ctx: MemoryContext, *, batch_size: int, limit: int | None, due_only: bool, include_parked: bool
+        self,
+        ctx: MemoryContext,
+        *,
+        batch_size: int,
+        limit: int | None,
+        due_only: bool,
+        include_parked: bool,
+        policy: MemoryPolicy | None,
     ) -> ConsolidationResult:
         result = ConsolidationResult()
         config, now = model_config(self.stages), self.clock.now()
@@ -207,6 +221,7 @@ class Consolidation:
                         self.stages, ctx=ctx, episodes=shown, observations=observed, existing=existing,
                         user_names=names, aliases=aliases, relations=self.relations.options, now=now,
                         known_subjects=known, turns=await run_blocking(self._unconsolidated_turns, ctx, batch),
+                        policy=policy,
                     )  # fmt: skip
                     plan = encoded.plan
                     summarised = [_summarised(e, w) for e, w in zip(batch, encoded.episodes, strict=True)]
@@ -214,7 +229,7 @@ class Consolidation:
                     plan = await consolidate_episodes(
                         self.stages, ctx=ctx, episodes=shown, observations=observed, existing=existing,
                         user_names=names, aliases=aliases, relations=self.relations.options, now=now,
-                        known_subjects=known,
+                        known_subjects=known, policy=policy,
                     )  # fmt: skip
                 plan = await run_blocking(self._write_plan, ctx, plan, existing, dated)
             except (ModelError, EmbedderError) as exc:

@@ -223,13 +223,13 @@ class Sessions:
         if self.encode == "consolidation":  # no call: the consolidation call writes the summary
             episode = provisional_episode(
                 ctx=ctx, session_id=sid, entries=part_entries, turns=part_turns, user_names=names, aliases=aliases,
-                now=now,
+                now=now, policy=self.capture.policy,
             )  # fmt: skip
         else:
             try:
                 episode = await encode_session(
                     self.stages, ctx=ctx, session_id=sid, entries=part_entries, turns=part_turns,
-                    user_names=names, aliases=aliases, now=now,
+                    user_names=names, aliases=aliases, now=now, policy=self.capture.policy,
                 )  # fmt: skip
             except (ModelError, EmbedderError) as exc:
                 return self._deferred(ctx, sid, turns, existing, exc, now)

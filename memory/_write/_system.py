@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Never, TypedDict
 
@@ -30,6 +30,7 @@ from .._options import (
     WorkingOptions,
     reject_unknown,
 )
+from .._policy import MemoryPolicy, policy_of
 from .._read import create_memory_capability
 from .._recall import TokenCounter
 from .._results import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult
@@ -111,6 +112,9 @@ def system(
     validation_retries: int = 2,
     max_input_tokens: int | None = None,
     keep_roles: Collection[str] = DEFAULT_KEEP_ROLES,
+    policy: MemoryPolicy | Mapping[str, Any] | None = None,
+    instructions: str | None = None,
+    categories: Sequence[str] | None = None,
     store: str | Path | Store | None = None,
     storage_options: Mapping[str, str] | None = None,
     embedder: Embedder | str | None = None,
@@ -139,6 +143,8 @@ def system(
     every stage fits its prompt inside it.
     ``keep_roles``: which roles of a captured transcript the turn log keeps (default: what people
     said, ``{"user", "assistant"}``; add ``"system"``, ``"developer"`` or ``"tool"`` to keep more).
+    ``policy``: what to remember and what to leave out (a :class:`MemoryPolicy` or a dict of its fields);
+    ``instructions`` and ``categories`` are its two most used fields, given alone (not also in ``policy``).
     ``create=False``: for reading only (as ``create_memory_capability``'s): nothing is created or recorded.
     ``redact``: secrets in what is captured, imported or written are replaced by a typed placeholder
     (``[secret:api-key]``) before anything is journaled, embedded or sent to the model: True (the default),
@@ -160,6 +166,7 @@ def system(
     }
     if max_input_tokens is not None:
         llm_options["max_input_tokens"] = max_input_tokens
+    chosen = _policy(policy, instructions=instructions, categories=categories)
     stages = _stages(model, llm_options)
     capability = create_memory_capability(
         store=store, storage_options=storage_options, embedder=embedder, embedder_dimensions=embedder_dimensions,
@@ -167,4 +174,16 @@ def system(
         preset=preset, clock=clock, max_context_tokens=max_context_tokens, token_counter=token_counter, create=create,
         redact=redact,
     )  # fmt: skip
-    return MemorySystem(capability=capability, stages=stages, keep_roles=keep_roles)
+    return MemorySystem(capability=capability, stages=stages, keep_roles=keep_roles, policy=chosen)
+
+
+def _policy(policy: object, *, instructions: str | None, categories: Sequence[str] | None) -> MemoryPolicy | None:
+    """``policy`` with ``instructions`` and ``categories`` (the shorthands) set in it; each field one way only."""
+    base = policy_of(policy)
+    given = {name: v for name, v in (("instructions", instructions), ("categories", categories)) if v is not None}
+    if not given:
+        return base
+    twice = sorted(set(given) & (base.model_fields_set if base is not None else set()))
+    if twice:
+        raise ConfigurationError(f"{', '.join(twice)} given both alone and in policy: give each once")
+    return (base or MemoryPolicy()).overridden_by(MemoryPolicy(**given))

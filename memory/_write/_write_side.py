@@ -27,6 +27,7 @@ from .._embed import Embedder
 from .._errors import ConfigurationError, InvalidArgumentError
 from .._govern import EraseReport, Erasure, ForgetReport, ImportReport, Source
 from .._identity import fact_set_fingerprint
+from .._policy import MemoryPolicy, policy_of
 from .._read import MemoryCapability
 from .._records import Episode, Fact, MemoryContext, Turn
 from .._results import CaptureResult, ConsolidationResult, DigestResult, SessionResult
@@ -78,8 +79,11 @@ class MemorySystem:
         stages: StageModel,
         keep_roles: Collection[str] = DEFAULT_KEEP_ROLES,
         retries: RetryPolicy | None = None,
+        policy: MemoryPolicy | None = None,
     ) -> None:
         self.capability = capability
+        self.policy = policy_of(policy)
+        """What the write side remembers and leaves out (``system(policy=..., instructions=..., categories=...)``)."""
         self.tiers = capability.tiers
         self.relations = capability.relations
         self.stages = stages
@@ -88,8 +92,9 @@ class MemorySystem:
         self.holder = holder_id()
         self.leases = Leases(capability.store)
         self._capture = Capture(
-            tiers=self.tiers, stages=stages, clock=capability.clock, keep_roles=self.keep_roles, retries=self.retries
-        )
+            tiers=self.tiers, stages=stages, clock=capability.clock, keep_roles=self.keep_roles, retries=self.retries,
+            policy=self.policy,
+        )  # fmt: skip
         self._sessions = Sessions(
             tiers=self.tiers, stages=stages, clock=capability.clock, capture=self._capture, leases=self.leases,
             holder=self.holder, retries=self.retries,
@@ -97,7 +102,7 @@ class MemorySystem:
         )  # fmt: skip
         self._consolidation = Consolidation(
             capability=capability, stages=stages, clock=capability.clock, leases=self.leases, holder=self.holder,
-            retries=self.retries,
+            retries=self.retries, policy=self.policy,
         )  # fmt: skip
         self._background = BackgroundObserver(self._observe_queued)
         self._scheduler: Any = None
@@ -243,6 +248,7 @@ class MemorySystem:
         at: datetime | None = None,
         idempotency_key: str | None = None,
         background: bool = False,
+        policy: MemoryPolicy | Mapping[str, object] | None = None,
     ) -> CaptureResult:
         """After each turn: journal it exactly once, then observe it (one model call). Never loses the turn.
 
@@ -256,13 +262,19 @@ class MemorySystem:
         ``background``: return once the turn is journaled (``queued=True``) and observe it in a bounded
         in-process queue, off the agent's response path; ``flush()`` waits for the queue, ``aclose()``
         drains it on shutdown, and a turn queued when the process dies is observed by ``retry_pending()``.
+        ``policy``: this turn's override of the system's memory policy (a MemoryPolicy or a dict of its fields;
+        the fields it sets replace the system's), kept on the journaled turn so a later observation obeys it.
         """
         if not isinstance(background, bool):
             raise InvalidArgumentError(f"background must be a bool, not {type(background).__name__}")
         queue = self._background if background else None
+        override = policy_of(policy)
+        if override is not None and self.policy is not None:
+            self.policy.overridden_by(override)  # refused now, before the turn is journaled, if they conflict
         return await self._capture.capture(
-            ctx, messages, metadata=metadata, at=at, idempotency_key=idempotency_key, background=queue
-        )
+            ctx, messages, metadata=metadata, at=at, idempotency_key=idempotency_key, background=queue,
+            policy=override,
+        )  # fmt: skip
 
     async def _observe_queued(self, ctx: MemoryContext, turn: Turn) -> CaptureResult:
         # Not under the session's lock: the next capture journals while this turn's model call runs.
@@ -350,19 +362,25 @@ class MemorySystem:
 
     @_fenced
     async def consolidate(
-        self, ctx: MemoryContext, *, batch_size: int = 4, limit: int | None = None
+        self,
+        ctx: MemoryContext,
+        *,
+        batch_size: int = 4,
+        limit: int | None = None,
+        policy: MemoryPolicy | Mapping[str, object] | None = None,
     ) -> ConsolidationResult:
         """Turn the user's pending episodes into facts (and edges), one model call per batch.
 
         ``limit``: at most this many episodes, the earliest sessions first; the rest stay pending.
         ``busy`` (nothing done) when another process holds this user's consolidation lease.
+        ``policy``: this call's override of the system's memory policy (the fields it sets replace the system's).
         """
         checked_context(ctx)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError(f"batch_size must be an int >= 1, not {batch_size!r}")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise InvalidArgumentError(f"limit must be None or an int >= 1, not {limit!r}")
-        return await self._consolidation.consolidate(ctx, batch_size=batch_size, limit=limit)
+        return await self._consolidation.consolidate(ctx, batch_size=batch_size, limit=limit, policy=policy_of(policy))
 
     def fact_fingerprint(self, facts: Sequence[Fact]) -> str:
         return fact_set_fingerprint(facts)

@@ -60,11 +60,11 @@ def test_every_prompt_module_has_one_stage() -> None:
     assert set(prompts.__all__) == {"STAGES", "Stage", *(m.__name__.rsplit(".", 1)[1] for m in MODULES)}
     assert tuple(m.STAGE for m in MODULES) == prompts.STAGES
     assert {s.version for s in prompts.STAGES} == {
-        "observe-v3",
-        "observe-window-v2",
-        "encode-episode-v1",
-        "consolidate-v3",
-        "encode-consolidate-v2",
+        "observe-v4",
+        "observe-window-v3",
+        "encode-episode-v2",
+        "consolidate-v4",
+        "encode-consolidate-v3",
         "digest-v3",
         "compact-v1",
         "redact-v1",
