@@ -191,7 +191,14 @@ class RecallOptions(_Options):
     prior_weight: float = Field(default=0.25, ge=0, le=1, description="Share of the score from priors.")
     recency_half_life: timedelta = Field(default=timedelta(days=30), description="Recency prior half-life.")
     tier_weights: dict[str, float] = Field(
-        default_factory=lambda: {"working": 1.0, "episodic": 0.8, "semantic": 1.0, "digest": 0.7, "relation": 0.9},
+        default_factory=lambda: {
+            "working": 1.0,
+            "episodic": 0.8,
+            "semantic": 1.0,
+            "digest": 0.7,
+            "relation": 0.9,
+            "document": 0.8,
+        },
         description="Prior per tier.",
     )
     subject_boost: float = Field(default=0.3, ge=0, le=1, description="Boost for a subject the cue names.")
@@ -260,7 +267,7 @@ class CapabilityPreset:
             )
 
 
-_ALL_SECTIONS = ("digest", "working", "semantic", "relation", "episodic")
+_ALL_SECTIONS = ("digest", "working", "semantic", "relation", "episodic", "document")
 _RECALL_AND_CONNECT = (RECALL.name, CONNECT.name)
 MEMORY_CAPABILITY_PRESETS: dict[str, CapabilityPreset] = {
     "default": CapabilityPreset(tools=_RECALL_AND_CONNECT, sections=_ALL_SECTIONS),

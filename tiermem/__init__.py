@@ -22,6 +22,7 @@ from .memory._embed import (
 )
 from .memory._errors import (
     ConfigurationError,
+    DocumentError,
     EmbedderError,
     ErrorKind,
     InvalidArgumentError,
@@ -76,7 +77,9 @@ from .memory._read import MemoryCapability, MemoryProvider, create_memory_capabi
 from .memory._recall import approx_tokens
 from .memory._records import (
     Alias,
+    Chunk,
     Digest,
+    Document,
     Edge,
     Episode,
     Fact,
@@ -94,7 +97,16 @@ from .memory._subjects import USER, canonical_subject, is_canonical_subject
 from .memory._tiers import edge_to_memory_item
 from .memory._tools import MemoryTool, RecallArguments, ToolEnvelope, Toolset
 from .memory._usage import StageUsage, UsageLedger
-from .memory._write import Conversation, HistoryProgress, HistoryReport, HistoryTurn, LeasedWork
+from .memory._write import (
+    Conversation,
+    HistoryProgress,
+    HistoryReport,
+    HistoryTurn,
+    IngestEstimate,
+    IngestProgress,
+    IngestReport,
+    LeasedWork,
+)
 
 # isort: split
 # The write side (the composition root) comes last: the pipelines it imports read the names above.
@@ -129,6 +141,7 @@ __all__ = [
     "Blocking",
     "CapabilityPreset",
     "CaptureResult",
+    "Chunk",
     "Clock",
     "ConfigurationError",
     "ConnectArguments",
@@ -137,6 +150,8 @@ __all__ = [
     "Digest",
     "DigestOptions",
     "DigestResult",
+    "Document",
+    "DocumentError",
     "Edge",
     "Embedder",
     "EmbedderError",
@@ -154,6 +169,9 @@ __all__ = [
     "HistoryTurn",
     "HygieneOptions",
     "ImportReport",
+    "IngestEstimate",
+    "IngestProgress",
+    "IngestReport",
     "InvalidArgumentError",
     "InvalidSubjectError",
     "LeasedWork",
