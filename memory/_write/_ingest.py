@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .._blocking import run_blocking
 from .._documents import Passage, checked_budget, chunked, chunking_recipe, load, parse
@@ -30,8 +30,14 @@ from .._text import encodable
 from .._tiers import Tiers
 from ._conversation_import import OBSERVE_WINDOW, HistoryReport
 
-if TYPE_CHECKING:
-    from ._write_side import MemorySystem
+
+class _Importer(Protocol):
+    """The write side's history import, which ``extract_facts`` feeds the passages to."""
+
+    async def import_conversations(
+        self, ctx: MemoryContext, conversations: Sequence[Mapping[str, object]]
+    ) -> HistoryReport: ...
+
 
 __all__ = ["DEFAULT_CHUNK_TOKENS", "DEFAULT_OVERLAP", "IngestEstimate", "IngestProgress", "IngestReport", "Ingestion"]
 
@@ -96,9 +102,11 @@ def _identity(text: str) -> str:
 class Ingestion:
     """Ingest, estimate, list and forget documents of one store's users."""
 
-    def __init__(self, system: MemorySystem, *, count: Callable[[str], int], scrub: Callable[[str], str] = _identity):
-        self.system = system
-        self.tiers: Tiers = system.tiers
+    def __init__(
+        self, *, tiers: Tiers, importer: _Importer, count: Callable[[str], int], scrub: Callable[[str], str] = _identity
+    ) -> None:
+        self.tiers = tiers
+        self.importer = importer
         self.count = count
         self.scrub = scrub
         """What every passage's text passes before it is embedded or stored (redaction plugs in here)."""
@@ -228,7 +236,7 @@ class Ingestion:
     async def _extract(self, ctx: MemoryContext, doc: Document, chunks: Sequence[Chunk]) -> HistoryReport:
         """Draw facts from the passages: one imported conversation (turns already journaled are skipped)."""
         turns = [{"at": doc.created_at, "messages": [{"role": "user", "content": _turn_text(doc, c)}]} for c in chunks]
-        return await self.system.import_conversations(ctx, [{"session_id": doc.id, "turns": turns}])
+        return await self.importer.import_conversations(ctx, [{"session_id": doc.id, "turns": turns}])
 
     def documents(self, ctx: MemoryContext) -> list[Document]:
         """The user's documents (every version still stored), the latest ingested first."""

@@ -107,7 +107,7 @@ class MemorySystem:
         self.erasure = Erasure(  # forget rewrites the digest and the episode summaries through the stage model
             capability.governance, rewrite_digest=self.digest, rewrite_text=functools.partial(redact_text, stages)
         )
-        self._ingestion = Ingestion(self, count=capability.token_counter)
+        self._ingestion = Ingestion(tiers=self.tiers, importer=self, count=capability.token_counter)
         self._pending_retries = PendingRetries(
             tiers=self.tiers, stages=stages, clock=capability.clock, capture=self._capture, sessions=self._sessions,
             consolidation=self._consolidation, end_session=self.end_session,
