@@ -191,34 +191,41 @@ class RecallOptions(_Options):
     prior_weight: float = Field(default=0.25, ge=0, le=1, description="Share of the score from priors.")
     recency_half_life: timedelta = Field(default=timedelta(days=30), description="Recency prior half-life.")
     tier_weights: dict[str, float] = Field(
+        # Equal by default: unequal priors moved R@10 on neither dev conversation (bench/README.md).
         default_factory=lambda: {
             "working": 1.0,
-            "episodic": 0.8,
+            "episodic": 1.0,
             "semantic": 1.0,
-            "digest": 0.7,
-            "relation": 0.9,
-            "document": 0.8,
+            "digest": 1.0,
+            "relation": 1.0,
+            "document": 1.0,
         },
-        description="Prior per tier.",
+        description="Prior per tier (equal by default).",
     )
     subject_boost: float = Field(default=0.3, ge=0, le=1, description="Boost for a subject the cue names.")
     coverage_weight: float = Field(
-        default=0.5, ge=0, le=1, description="How much the cue words a memory misses discount its lexical match."
-    )
-    meaning_weight: float = Field(
-        default=0.5,
+        default=1.0,
         ge=0,
         le=1,
-        description="How much a memory's distance in meaning from the cue discounts its lexical match.",
+        description="How much the cue words a memory misses (weighted by rarity) discount its lexical match.",
+    )
+    meaning_weight: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="How much a memory's distance in meaning from the cue discounts its lexical match (off by "
+        "default: it paid on neither dev conversation, bench/README.md).",
     )
     session_weight: float = Field(
         default=0.3, ge=0, le=1, description="Share of its session's match (episode or best turn) a turn inherits."
     )
+    # reply_weight and replied_weight share one tuned value (the two sides of a turn's dialogue
+    # context): separate values paid on neither dev conversation (bench/README.md).
     reply_weight: float = Field(
-        default=0.1, ge=0, le=1, description="Share of the previous turn's relevance a turn inherits (a reply)."
+        default=0.15, ge=0, le=1, description="Share of the previous turn's relevance a turn inherits (a reply)."
     )
     replied_weight: float = Field(
-        default=0.2,
+        default=0.15,
         ge=0,
         le=1,
         description="Share of the next turn's relevance a turn inherits when someone else said it (the reply it got).",

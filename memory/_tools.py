@@ -6,7 +6,8 @@ writes, the option that enables it, whether it deletes, and its argument model. 
 folders that implement a tool bind its handler with :meth:`ToolSpec.bind` (the read tools in ``_read``
 and ``_relations``, the write tools in ``_write``), and every consumer reads the table: the capability's
 and the system's ``tools()`` through :func:`offer`, the presets (:class:`CapabilityPreset` accepts only
-its read tools) and the MCP server's tool list and dispatch.
+its read tools), the MCP server's tool list and dispatch, and the REST server's recall (which runs the
+tool with :meth:`MemoryTool.run`, its errors raised for their HTTP status).
 
 Authority comes from the bound context only: arguments are validated with ``extra="forbid"``,
 so no argument can name another namespace, user or session.
@@ -274,6 +275,15 @@ class MemoryTool:
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
 
+    async def run(self, arguments: BaseModel) -> list[dict[str, Any]]:
+        """Run the tool on arguments its model validated; the results as JSON objects (compact unless
+        ``verbose``). Raises what the tool raises: the REST server maps it to a status, and :meth:`call`
+        wraps this in the agent's never-raising envelope."""
+        items = await self._handler(arguments)
+        if getattr(arguments, "verbose", True):
+            return [i.model_dump(mode="json") for i in items]
+        return [compact_item(i) for i in items]
+
     async def call(self, arguments: object) -> dict[str, Any]:
         """Run the tool on the arguments as the model sent them; any failure gives ``ok: False``, never raises.
 
@@ -287,11 +297,7 @@ class MemoryTool:
             log.exception("tool %s: reading its arguments failed", self.name)
             return error_envelope(f"invalid arguments for {self.name}: they could not be read")
         try:
-            items = await self._handler(parsed)
-            if getattr(parsed, "verbose", True):
-                results = [i.model_dump(mode="json") for i in items]
-            else:
-                results = [compact_item(i) for i in items]
+            results = await self.run(parsed)
         except TiermemError as exc:
             return error_envelope(f"{self.name} failed: {exc}")
         except Exception:  # a bug or an engine error we did not map: the model gets no internals

@@ -27,8 +27,9 @@ def _tiermem() -> list[str]:
             "worker",
         ),
         ("mcp", ["mcp", "--embedder", "hashing", "--user-id", "u-1"], "mcp"),
+        ("fastapi", ["serve", "--embedder", "hashing", "--model", "rules", "--keys", "keys.json"], "rest"),
     ],
-    ids=["worker-jobstore", "mcp"],
+    ids=["worker-jobstore", "mcp", "rest"],
 )
 def test_a_missing_extra_is_named(tmp_path: Path, blocked: str, command: list[str], extra: str) -> None:
     guard = tmp_path / "guard"

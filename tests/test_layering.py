@@ -11,6 +11,7 @@ its top) and private folders, one per concern. The parts, bottom up::
     _govern     list/history/forget/erase/export         _read   the capability (the read side)
     prompts, pipelines                                   jobs    scheduled work
     _write      the composition root: the only part importing pipelines and jobs
+    _rest       the REST server's app (FastAPI), run by ``tiermem serve``
     _cli        the command line, the demo and the MCP server
     facade      tiermem/__init__.py
 
@@ -33,8 +34,8 @@ from tests.sources import FACADE, MODULES, REPO, STDLIB, Module, imports_in, our
 
 MEMORY = "tiermem.memory"
 FOLDERS = (
-    "_index", "_store", "_llm", "_embed", "_tiers", "_relations", "_recall", "_govern", "_read", "_write", "_cli",
-    "_documents",
+    "_index", "_store", "_llm", "_embed", "_tiers", "_relations", "_recall", "_govern", "_read", "_write", "_rest",
+    "_cli", "_documents",
 )  # fmt: skip
 # What each part may import (besides itself), bottom up.
 MAY_IMPORT: dict[str, frozenset[str]] = {
@@ -68,8 +69,9 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         }
     ),
     "testing": frozenset({"vocabulary", "_store", "_embed", "_llm", "prompts"}),
-    "_cli": frozenset({"vocabulary", "_store", "_embed", "_tiers", "_govern", "_read", "_write", "testing"}),
-    FACADE: frozenset({"vocabulary", *FOLDERS}) - {"_index", "_cli"},
+    "_rest": frozenset({"vocabulary", "_govern", "_read", "_write"}),
+    "_cli": frozenset({"vocabulary", "_store", "_embed", "_tiers", "_govern", "_read", "_write", "_rest", "testing"}),
+    FACADE: frozenset({"vocabulary", *FOLDERS}) - {"_index", "_rest", "_cli"},
 }
 # Imports that never run: the stage model names the LLM's type, and nothing more of it.
 TYPE_ONLY: dict[str, frozenset[str]] = {"pipelines": frozenset({"_llm"})}
@@ -84,6 +86,8 @@ ENGINE_HOMES = {
     "pyarrow": f"{MEMORY}._store",
     "litellm": f"{MEMORY}._llm",
     "click": f"{MEMORY}._cli",
+    "fastapi": f"{MEMORY}._rest",
+    "starlette": f"{MEMORY}._rest",
     "networkx": f"{MEMORY}._relations._graph",
     "apscheduler": "tiermem.jobs._scheduler",
     "model2vec": f"{MEMORY}._embed",

@@ -92,6 +92,7 @@ from .memory._records import (
     WorkingEntry,
 )
 from .memory._relations import ConnectArguments
+from .memory._secrets import RedactionOptions
 from .memory._store import Store
 from .memory._subjects import USER, canonical_subject, is_canonical_subject
 from .memory._tiers import edge_to_memory_item
@@ -206,6 +207,7 @@ __all__ = [
     "RecallArguments",
     "RecallOptions",
     "RecallResult",
+    "RedactionOptions",
     "RelationsOptions",
     "RetryReport",
     "SemanticOptions",

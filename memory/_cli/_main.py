@@ -5,7 +5,7 @@ text, or JSON with ``--json``. A ``TiermemError`` (a missing store, an unknown i
 becomes one line on stderr, ``tiermem: error: ...``, and exit code 1; a usage error is click's, code 2.
 The only module that imports click, with its parts beside it: the shared options (``_cli_options``),
 the commands that read (``_cli_read``), change (``_cli_change``), move (``_cli_move``) and run
-(``_cli_run``); what the commands print is rendered in ``_cli_output``.
+(``_cli_run``), and the REST server's (``_cli_serve``); what the commands print is rendered in ``_cli_output``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from . import _ingest as _cli_ingest
 from . import _move as _cli_move
 from . import _read as _cli_read
 from . import _run as _cli_run
+from . import _serve as _cli_serve
 from ._options import keep
 
 __all__ = ["cli", "main"]
@@ -72,8 +73,9 @@ for _command in (
     *_cli_move.COMMANDS,
     *_cli_ingest.COMMANDS,
     *_cli_run.COMMANDS,
+    *_cli_serve.COMMANDS,
 ):
-    cli.add_command(_command)  # in the order they are declared: read, change, move, ingest, run
+    cli.add_command(_command)  # in the order they are declared: read, change, move, ingest, run, serve
 
 
 def main(argv: Sequence[str] | None = None) -> int:

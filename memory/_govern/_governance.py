@@ -24,6 +24,7 @@ from .._identity import fact_id
 from .._options import SemanticOptions, WorkingOptions
 from .._paging import checked_id, checked_strings, decode_cursor, encode_cursor
 from .._records import Digest, Edge, Episode, Fact, MemoryContext, MemoryItem, Tier, Turn, WorkingEntry
+from .._secrets import Redactor
 from .._store import MEMORY_TABLES, TIER_TABLES, Store, TableName, TierTable, Where, user_writes
 from .._subjects import canonical_subject
 from .._tiers import Lineage, checked_context, checked_where, embedded_text, scope, to_memory_item
@@ -71,8 +72,10 @@ class Governance:
         semantic: SemanticOptions | None = None,
         working: WorkingOptions | None = None,
         lineage: Lineage | None = None,
+        secrets: Redactor | None = None,
     ) -> None:
         self.store = store
+        self.secrets = secrets or Redactor()
         self.embedder = embedder
         self.clock = clock
         self.semantic = semantic
@@ -303,7 +306,9 @@ class Governance:
             "episodes_failed": counts["episodic"].get("failed", 0),
             "episodes_parked": counts["episodic"].get("parked", 0),
         }
-        return MemoryStats(counts=counts, pending=pending, bytes_on_disk=self.store.disk_bytes())
+        return MemoryStats(
+            counts=counts, pending=pending, bytes_on_disk=self.store.disk_bytes(), redacted=self.secrets.tally(ctx)
+        )
 
     # -- correct ----------------------------------------------------------------------------
 
@@ -329,7 +334,7 @@ class Governance:
             raise InvalidArgumentError(
                 f"fact {old.id!r} is {old.status}" + (f"; update {old.superseded_by!r}" if old.superseded_by else "")
             )
-        body = " ".join(text.split()) if text is not None else old.text
+        body = self.secrets.for_user(ctx, " ".join(text.split())) if text is not None else old.text
         canon = canonical_subject(subject, aliases=self._aliases(ctx)) if subject is not None else old.subject
         new_id = fact_id(ctx, subject=canon, text=body)
         if new_id == old.id:

@@ -328,7 +328,9 @@ class Portability:
 
     def import_sync(self, ctx: MemoryContext, source: Source) -> ImportReport:
         """The blocking body of ``import_``."""
-        header, records = self._parse(source)
+        header, parsed = self._parse(source)
+        secrets = self.governance.secrets  # an export from elsewhere may say what this store never keeps
+        records = [(kind, secrets.record(ctx, record)) for kind, record in parsed]
         ids = {r.id: _target_id(kind, r, ctx) for kind, r in records}
         by_table: dict[TableName, list[Any]] = {}
         counts: dict[str, int] = {}

@@ -44,3 +44,8 @@ class MemoryStats(_Frozen):
     counts: dict[str, dict[str, int]] = Field(description="Rows per tier (and turns, aliases) per status.")
     pending: dict[str, int] = Field(description="Work not done yet: unobserved turns, unconsolidated episodes.")
     bytes_on_disk: int | None = Field(description="Bytes of the whole store folder; None when not local.")
+    redacted: dict[str, int] = Field(
+        default_factory=dict,
+        description="Secrets (and PII, when asked) this process replaced with a placeholder in what it captured, "
+        "imported or wrote for the user, by kind (``api-key``, ``password``, ...); the store keeps no count.",
+    )

@@ -89,6 +89,7 @@ class MemoryCapability:
             semantic=tiers.semantic,
             working=tiers.working,
             lineage=self.lineage,
+            secrets=tiers.secrets,
         )
         self.receipts = Receipts()
         self.option_conflicts: list[str] = []
@@ -185,6 +186,7 @@ class MemoryCapability:
         if isinstance(tiers, str):
             raise InvalidArgumentError("tiers must be a list of tier names, not a string")
         window, as_of = checked_window(since, until), checked_instant(as_of, "as_of")
+        cue = cue if cue is None else self.tiers.secrets.text(cue)  # a cue is embedded, maybe by a provider
         found = self.search.recall(
             ctx, cue, limit=limit, tiers=tiers, subject=subject, where=checked_where(where), window=window, as_of=as_of
         )
@@ -219,6 +221,7 @@ class MemoryCapability:
         sections: dict[str, list[MemoryItem]] = {s: [] for s in wanted}
         search = [t for t in self.enabled_tiers() if t in wanted and t != "digest"]
         if search and input.strip():
+            input = self.tiers.secrets.text(input)  # embedded, maybe by a provider: as the captured turn will say it
             for item in self.search.recall(ctx, input, limit=24, tiers=search, subject=None):
                 sections.setdefault(item.tier, []).append(item)
         now = self.clock.now()

@@ -26,6 +26,7 @@ from .._options import (
 )
 from .._recall import TokenCounter, approx_tokens
 from .._records import MemoryContext, RankedMemoryItem
+from .._secrets import RedactionOptions, Redactor, redaction_option
 from .._store import Store, resolve_options
 from .._tiers import Tiers
 from ._capability import MemoryCapability
@@ -87,6 +88,7 @@ def create_memory_capability(
     max_context_tokens: int = 1000,
     token_counter: TokenCounter | None = None,
     create: bool = True,
+    redact: bool | dict[str, Any] | RedactionOptions = True,
     **unknown: Never,
 ) -> MemoryCapability:
     """Build the read side over a store (a folder, ``s3://...`` or ``db://...``).
@@ -99,6 +101,8 @@ def create_memory_capability(
     a store was created with are recorded in it: one left unset (None) takes the recorded value (else
     on / the defaults); an explicit one that differs is used here and reported in ``option_conflicts``.
     ``create=False``: a read-only flow; a missing store raises StoreNotFoundError and nothing is created.
+    ``redact``: what the capability's writes (``remember``, ``add_semantic_fact``, ``update``) replace with a
+    placeholder before storing: True (secrets), False (nothing), a dict or :class:`RedactionOptions`.
     An unknown keyword raises :class:`ConfigurationError` naming the closest valid one.
     """
     reject_unknown(create_memory_capability, unknown)
@@ -111,6 +115,7 @@ def create_memory_capability(
     if isinstance(max_context_tokens, bool) or not isinstance(max_context_tokens, int) or max_context_tokens < 16:
         raise ConfigurationError("max_context_tokens must be an int of at least 16")
     options = _storage_options(storage_options, store)
+    secrets = Redactor(redaction_option(redact))  # checked before the store is opened or created
     if embedder is None and (store is None or isinstance(store, (str, Path))):  # an existing store keeps its own
         embedder = embedder_for_store(str(store) if store is not None else _default_store(), storage_options=options)
     emb = resolve_embedder(embedder, dimensions=embedder_dimensions)
@@ -132,6 +137,7 @@ def create_memory_capability(
         clock=clock or SystemClock(),
         working=resolved.option("working", WorkingOptions),
         semantic=resolved.option("semantic", SemanticOptions),
+        secrets=secrets,
     )
     capability = MemoryCapability(
         tiers=tiers,

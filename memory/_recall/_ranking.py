@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -154,6 +155,21 @@ def _lift_replacements(
     return replaced
 
 
+def _coverage(wanted: frozenset[str], covered: Sequence[frozenset[str]]) -> np.ndarray:
+    """The share of the cue's information each candidate covers: its words weighted by their rarity in the pool.
+
+    A cue word most candidates share says little about which one is meant ("week" in "what water
+    exercise do I do each week?"), so it weighs as its inverse document frequency among the
+    candidates: no weight to fit, and the same whichever engine found them.
+    """
+    if not wanted or not covered:
+        return np.zeros(len(covered), dtype=np.float64)
+    pool = len(covered)
+    weight = {t: math.log(1.0 + pool / (0.5 + sum(t in c for c in covered))) for t in wanted}
+    total = sum(weight.values())
+    return np.array([sum(weight[t] for t in wanted & c) / total for c in covered], dtype=np.float64)
+
+
 def _minmax(values: np.ndarray) -> np.ndarray:
     if values.size == 0:
         return values
@@ -170,6 +186,7 @@ def rank(
     options: RecallOptions,
     cue: str = "",
     related_similarity: float = float("inf"),
+    unrelated_similarity: float = float("inf"),
     named: Iterable[str] = (),
     aliases: Mapping[str, str] | None = None,
     limit: int,
@@ -200,12 +217,13 @@ def rank(
     # A retrieval key ("nut" for peanuts) is a model's guess at a broader word: it counts as a shared
     # word for the ranking, but a memory it alone connects to the cue must pass the meaning gate.
     covered = [t | terms(" ".join(c.keys)) if c.keys else t for t, c in zip(said, candidates, strict=True)]
-    coverage = np.array([len(wanted & t) / len(wanted) if wanted else 0.0 for t in covered], dtype=np.float64)
+    coverage = _coverage(wanted, covered)
     shares_word = np.array([bool(wanted & t) for t in said])
     topical = np.array([bool(topics & t) for t in covered], dtype=np.float64)
     scaled = bm25 / bm25.max() if bm25.max() > 0 else np.zeros_like(bm25)
     scaled *= topical
-    # Missing cue words discount the BM25 match: one common word of three is not a perfect match.
+    # Missing cue words discount the BM25 match: one common word of three is not a perfect match,
+    # however well it scores against the pool's best (itself perhaps one common word).
     lex_norm = scaled * (1.0 - options.coverage_weight + options.coverage_weight * coverage)
     # A shared word counts for less on a memory whose meaning is far from the cue's ("the long
     # Wednesday" for "which long-distance race?"): full weight from the meaning gate up.
@@ -244,6 +262,7 @@ def rank(
         if i in scores:  # past: scaled down, and below every current fact that replaced it
             scores[i] = min([scores[i] * PAST_WEIGHT, *(0.99 * scores[j] for j in successors if j in scores)])
     scored = sorted(((score, candidates[i].item.id, i) for i, score in scores.items()), key=lambda t: (-t[0], t[1]))
+    scored += _closest_left(candidates, sims, scored, unrelated_similarity, limit)
     # The items were validated when read: only the winners become ranked items, without re-validation.
     return [
         built(
@@ -257,6 +276,35 @@ def rank(
 
 
 _SCALARS = (str, int, float, bool, type(None))
+
+
+def _closest_left(
+    candidates: Sequence[Candidate],
+    sims: np.ndarray,
+    scored: list[tuple[float, str, int]],
+    unrelated_similarity: float,
+    limit: int,
+) -> list[tuple[float, str, int]]:
+    """After what the gates let through, the closest in meaning of the rest, unless demonstrably unrelated.
+
+    Never worse than dense retrieval: a memory the cue's vector ranks high that the gates held back
+    (no shared word, short of what the best unrelated memory could reach) still comes back, after
+    every memory that passed, when the list has room and its similarity is above what the best of
+    the searched memories typically reaches when all are unrelated (the median of that maximum).
+    Only when something passed: a cue nothing relates to still recalls nothing.
+    """
+    if not scored or len(scored) >= limit or not math.isfinite(unrelated_similarity):
+        return []
+    taken = {i for _, _, i in scored}
+    floor = scored[-1][0]
+    rest = [
+        i
+        for i in np.argsort(-sims, kind="stable").tolist()
+        if i not in taken and sims[i] >= unrelated_similarity and not candidates[i].item.metadata.get("superseded")
+    ]
+    # Below the last memory that passed, in order of similarity.
+    closeness = [(i, max(float(sims[i]), 0.0)) for i in rest[: limit - len(scored)]]
+    return [(floor * s / (1.0 + s), candidates[i].item.id, i) for i, s in closeness]
 
 
 def _owned(metadata: dict[str, object]) -> dict[str, object]:

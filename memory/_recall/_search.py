@@ -250,6 +250,7 @@ class Search:
             cue=cue,
             # Without a meaning only shared words make a memory related.
             related_similarity=meaning[0].threshold(searched, self.options.unrelated_rate) if meaning else math.inf,
+            unrelated_similarity=meaning[0].threshold(searched, 0.5) if meaning else math.inf,
             named=named,
             aliases=aliases,
             limit=limit,

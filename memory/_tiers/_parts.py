@@ -16,6 +16,7 @@ from .._embed import Embedder
 from .._options import WorkingOptions
 from .._record_text import Embedded
 from .._records import MemoryContext
+from .._secrets import Redactor
 from .._store import Store, TableName
 
 __all__ = ["TierParts"]
@@ -33,6 +34,9 @@ class TierParts(Protocol):
 
     @property
     def working(self) -> WorkingOptions | None: ...
+
+    @property
+    def secrets(self) -> Redactor: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 

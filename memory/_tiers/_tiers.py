@@ -25,6 +25,7 @@ from .._options import SemanticOptions, WorkingOptions
 from .._record_text import Embedded, checked_text, embedded_text
 from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn
 from .._scope import checked_context, scope
+from .._secrets import Redactor
 from .._store import Store, TableName, Where, user_writes
 from .._subjects import USER, canonical_subject
 from ._session_log import SessionLog
@@ -47,8 +48,11 @@ class Tiers:
         clock: Clock,
         working: WorkingOptions | None,
         semantic: SemanticOptions | None,
+        secrets: Redactor | None = None,
     ) -> None:
         self.store = store
+        self.secrets = secrets or Redactor()
+        """Replaces secrets in what is written (a turn's messages, a fact's text) before it is stored or embedded."""
         self.embedder = embedder
         self.clock = clock
         self.working = working
@@ -164,7 +168,8 @@ class Tiers:
     # -- episodic ---------------------------------------------------------------------------
 
     def add_episode(self, episode: Episode) -> Episode:
-        """Write one episode (its scope is its own)."""
+        """Write one episode (its scope is its own); secrets in its summary are redacted."""
+        episode = self.secrets.record(MemoryContext(namespace=episode.namespace, user_id=episode.user_id), episode)
         self.put_episodes([episode])
         return episode
 
@@ -224,8 +229,8 @@ class Tiers:
         valid_from: datetime | None = None,
         metadata: Mapping[str, object] | None = None,
     ) -> Fact:
-        """Add a fact; the same fact again reinforces it instead of duplicating it."""
-        body = checked_text(text)
+        """Add a fact; the same fact again reinforces it instead of duplicating it. Secrets in it are redacted."""
+        body = self.secrets.for_user(ctx, checked_text(text))
         canon = self.subject(ctx, subject)
         now = self.clock.now()
         fid = fact_id(ctx, subject=canon, text=body)
@@ -279,7 +284,7 @@ class Tiers:
             id=digest_id(ctx),
             namespace=ctx.namespace,
             user_id=ctx.user_id,
-            text=checked_text(text),
+            text=self.secrets.for_user(ctx, checked_text(text)),
             created_at=previous.created_at if previous else now,
             updated_at=now,
             provenance=tuple(provenance),

@@ -130,7 +130,7 @@ class WorkingTier:
         """Add one observation to this session's working memory."""
         if ctx.session_id is None:
             raise InvalidArgumentError("working memory needs a MemoryContext with a session_id")
-        body = checked_text(text)
+        body = self.tiers.secrets.for_user(ctx, checked_text(text))
         canon = self.tiers.subject(ctx, subject)
         now = self.tiers.clock.now()
         entry = WorkingEntry(

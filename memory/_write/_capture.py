@@ -112,7 +112,7 @@ class Capture:
     ) -> CaptureResult:
         sid = checked_context(ctx, session="capture").session_id
         assert sid is not None  # checked above
-        msgs = normalize_messages(messages, keep_roles=self.keep_roles)
+        msgs = self.tiers.secrets.messages(ctx, normalize_messages(messages, keep_roles=self.keep_roles))
         when, key = turn_time(at), _key(idempotency_key)
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidArgumentError(f"metadata must be a mapping, not {type(metadata).__name__}")

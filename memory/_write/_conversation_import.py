@@ -29,6 +29,7 @@ from .._errors import InvalidArgumentError
 from .._identity import lease_key
 from .._records import MemoryContext, Message
 from .._results import ConsolidationResult, DigestResult, SessionResult
+from .._secrets import Redactor
 from .._store import Leases
 from .._tiers import checked_context
 from .._transcripts import normalize_messages
@@ -153,6 +154,12 @@ def _conversation(raw: object, index: int, keep_roles: frozenset[str]) -> Conver
     return Conversation(session_id=sid, turns=tuple(parsed))
 
 
+def _redacted(conversation: Conversation, ctx: MemoryContext, secrets: Redactor) -> Conversation:
+    """The conversation with its secrets replaced: its turns are keyed, journaled and observed as ``capture`` would."""
+    turns = tuple(HistoryTurn(at=t.at, messages=secrets.messages(ctx, t.messages)) for t in conversation.turns)
+    return Conversation(session_id=conversation.session_id, turns=turns)
+
+
 async def import_conversations(
     pipeline: _Pipeline,
     observer: Observer,
@@ -175,6 +182,7 @@ async def import_conversations(
     parsed = [_conversation(c, i, pipeline.keep_roles) for i, c in enumerate(conversations)]
     if len({c.session_id for c in parsed}) != len(parsed):
         raise InvalidArgumentError("two conversations share a session_id")
+    parsed = [_redacted(c, ctx, observer.tiers.secrets) for c in parsed]
     report = HistoryReport()
     total = sum(len(c.turns) for c in parsed)
     done = {"turns": 0, "conversations": 0}

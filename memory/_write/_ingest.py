@@ -5,7 +5,8 @@ so a bad one writes nothing. Its id names its bytes and the way they were cut (:
 so ingesting it again is a no-op; a new version of the same path or URL replaces the older one once
 it is whole. Writing is resumable: the document is recorded ``pending`` first, its chunks (ids from
 the document and their position) are written in batches, only the missing ones on a rerun, and it is
-marked ``complete`` last. Every passage passes :attr:`Ingestion.scrub` before it is embedded or stored.
+marked ``complete`` last. Secrets in a passage (and the title) are replaced by their placeholders
+(the capability's redaction, ``redact=``) before it is embedded or stored; offsets stay the document's.
 
 Facts are drawn from a document only when asked (``extract_facts``): its passages go through the
 pipeline as one imported conversation (observer, consolidation, digest), one model call per observer
@@ -95,21 +96,13 @@ class _Prepared:
     chunks: list[Chunk]
 
 
-def _identity(text: str) -> str:
-    return text
-
-
 class Ingestion:
     """Ingest, estimate, list and forget documents of one store's users."""
 
-    def __init__(
-        self, *, tiers: Tiers, importer: _Importer, count: Callable[[str], int], scrub: Callable[[str], str] = _identity
-    ) -> None:
+    def __init__(self, *, tiers: Tiers, importer: _Importer, count: Callable[[str], int]) -> None:
         self.tiers = tiers
         self.importer = importer
         self.count = count
-        self.scrub = scrub
-        """What every passage's text passes before it is embedded or stored (redaction plugs in here)."""
 
     def prepare(
         self,
@@ -135,7 +128,7 @@ class Ingestion:
         parsed = parse(loaded)
         passages = chunked(parsed, max_tokens=max_tokens, overlap=overlap, count=self.count)
         now = self.tiers.clock.now()
-        named = " ".join((title or parsed.title or loaded.name_title).split())
+        named = self.tiers.secrets.for_user(ctx, " ".join((title or parsed.title or loaded.name_title).split()))
         doc = Document(
             id=document_id(ctx, content=content_hash(loaded.data), chunking=chunking_recipe(max_tokens, overlap)),
             namespace=ctx.namespace, user_id=ctx.user_id, title=named, origin=loaded.origin,
@@ -146,10 +139,11 @@ class Ingestion:
         return _Prepared(document=doc, chunks=[self._chunk(ctx, doc, i, p) for i, p in enumerate(passages)])
 
     def _chunk(self, ctx: MemoryContext, doc: Document, index: int, passage: Passage) -> Chunk:
+        text = encodable(self.tiers.secrets.for_user(ctx, passage.text), "document text")
         return Chunk(
             id=chunk_id(ctx, document_id=doc.id, index=index), namespace=ctx.namespace, user_id=ctx.user_id,
             document_id=doc.id, title=doc.title, section=passage.section, page=passage.page, index=index,
-            start=passage.start, end=passage.end, text=encodable(self.scrub(passage.text), "document text"),
+            start=passage.start, end=passage.end, text=text,
             created_at=doc.created_at, updated_at=doc.created_at, metadata=dict(doc.metadata),
         )  # fmt: skip
 

@@ -31,6 +31,7 @@ from .._options import (
 from .._read import create_memory_capability
 from .._recall import TokenCounter
 from .._results import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult
+from .._secrets import RedactionOptions
 from .._store import Store
 from .._transcripts import DEFAULT_KEEP_ROLES
 from ._write_side import MemorySystem
@@ -101,6 +102,7 @@ def system(
     max_context_tokens: int = 1000,
     token_counter: TokenCounter | None = None,
     create: bool = True,
+    redact: bool | dict[str, Any] | RedactionOptions = True,
     **unknown: Never,
 ) -> MemorySystem:
     """The read side plus the capture pipeline.
@@ -112,6 +114,10 @@ def system(
     ``keep_roles``: which roles of a captured transcript the turn log keeps (default: what people
     said, ``{"user", "assistant"}``; add ``"system"``, ``"developer"`` or ``"tool"`` to keep more).
     ``create=False``: for reading only (as ``create_memory_capability``'s): nothing is created or recorded.
+    ``redact``: secrets in what is captured, imported or written are replaced by a typed placeholder
+    (``[secret:api-key]``) before anything is journaled, embedded or sent to the model: True (the default),
+    False, a dict or :class:`RedactionOptions` (``pii=True`` adds emails and phone numbers; ``patterns``,
+    name -> regex, adds kinds). Counted per user in ``stats().redacted``.
     The other options are those of :func:`create_memory_capability`; an unknown keyword raises
     :class:`ConfigurationError` naming the closest valid one.
     """
@@ -133,5 +139,6 @@ def system(
         store=store, storage_options=storage_options, embedder=embedder, embedder_dimensions=embedder_dimensions,
         working=working, episodic=episodic, semantic=semantic, digest=digest, hygiene=hygiene, recall=recall,
         preset=preset, clock=clock, max_context_tokens=max_context_tokens, token_counter=token_counter, create=create,
+        redact=redact,
     )  # fmt: skip
     return MemorySystem(capability=capability, stages=stages, keep_roles=keep_roles)

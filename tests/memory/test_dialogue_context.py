@@ -2,7 +2,8 @@
 
 An answer replies to the turn before it (``reply_weight``), and the reply a statement gets often
 repeats it in the words a later cue uses (``replied_weight``): "We went to the lake" is found for
-"where did they go camping?" through "Camping by the lake sounds lovely!" said after it.
+"where did the family go camping?" through "Camping by the lake with the family sounds lovely!" said
+after it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ def _pool(reply_speaker: str) -> list[Candidate]:
     return [
         _turn("s2-lake", "We went to the lake last weekend.", speaker="melanie", seq=4, similarity=0.38),
         _turn(
-            "reply", "Camping by the lake sounds lovely!", speaker=reply_speaker, seq=5, similarity=0.30, lexical=2.0
+            "reply",
+            "Camping by the lake with the family sounds lovely!",
+            speaker=reply_speaker,
+            seq=5,
+            similarity=0.30,
+            lexical=2.0,
         ),
         _turn("s1-mall", "We went to the mall last weekend.", speaker="melanie", seq=9, similarity=0.38),
         _turn("other", "Did the camping gear arrive?", speaker="caroline", seq=12, similarity=0.40, lexical=2.0),

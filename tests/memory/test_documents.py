@@ -319,3 +319,13 @@ async def test_facts_are_drawn_only_when_asked_with_an_estimate_first(mem: Memor
     assert not [
         t for t in mem.store.query("turns", Where(eq={"user_id": ctx.user_id})) if t.session_id == report.document.id
     ]
+
+
+async def test_secrets_in_a_document_are_never_stored(mem: MemorySystem, ctx: MemoryContext) -> None:
+    key = "sk-proj-" + "a1B2c3D4e5F6g7H8i9J0" * 2
+    doc = f"# Setup\n\nThe deploy key is {key} and the router password is hunter2x9.\n"
+    await mem.ingest(ctx, doc.encode(), name="setup.md")
+    (chunk,) = _chunks(mem, ctx)
+    assert key not in chunk.text and "[secret:api-key]" in chunk.text
+    where = Where(eq={"namespace": ctx.namespace, "user_id": ctx.user_id})
+    assert mem.store.text_search("chunks", key, where, limit=5) == []

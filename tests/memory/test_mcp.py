@@ -13,11 +13,8 @@ import http.client
 import json
 import logging
 import os
-import socket
 import subprocess
-import sys
 import threading
-import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -30,6 +27,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from tests import servers
 from tiermem import ConfigurationError, MemoryContext, create_memory_capability
 from tiermem.memory._cli._mcp import McpConfig, _Memory, build_server, capability_options
 
@@ -43,24 +41,6 @@ SECRET = "The vault code is 4711."
 DIGEST = "The user is a nurse in Porto who is allergic to penicillin."
 AUTHORITY = {"user_id", "user", "namespace", "session_id", "ctx", "context"}
 
-GUARD = """
-import os, socket
-_connect = socket.socket.connect
-def _guarded(self, address):
-    host = address[0] if isinstance(address, tuple) else address
-    if isinstance(host, str) and host not in {"127.0.0.1", "::1", "localhost"} and not host.startswith("/"):
-        with open(os.environ["TIERMEM_TEST_NETWORK_LOG"], "a") as log:
-            log.write(repr(address) + "\\n")
-        raise OSError("tests must not touch the network")
-    return _connect(self, address)
-socket.socket.connect = _guarded
-"""
-
-
-def _tiermem() -> list[str]:
-    script = Path(sys.executable).with_name("tiermem")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "tiermem.memory._cli._main"]
-
 
 def _write_store(folder: Path) -> str:
     path = str(folder / "store")
@@ -73,23 +53,6 @@ def _write_store(folder: Path) -> str:
     return path
 
 
-def _server_env(folder: Path) -> dict[str, str]:
-    """The server's environment: no API keys, the local cost map, and the socket guard."""
-    guard = folder / "guard"
-    guard.mkdir()
-    (guard / "sitecustomize.py").write_text(GUARD)
-    return {
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(guard), os.environ.get("PYTHONPATH")])),  # the tree tested
-        "TIERMEM_TEST_NETWORK_LOG": str(folder / "network.log"),
-    }
-
-
-def _assert_no_network(folder: Path) -> None:
-    log = folder / "network.log"
-    assert not log.exists(), f"the server tried the network: {log.read_text()}"
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> str:
     return _write_store(tmp_path)
@@ -97,20 +60,20 @@ def store(tmp_path: Path) -> str:
 
 @pytest.fixture
 def server_env(tmp_path: Path) -> dict[str, str]:
-    return _server_env(tmp_path)
+    return servers.server_env(tmp_path)
 
 
 @pytest.fixture(autouse=True)
 def _no_network_in_the_server(tmp_path: Path) -> Any:
     yield
-    _assert_no_network(tmp_path)
+    servers.assert_no_network(tmp_path)
 
 
 @asynccontextmanager
 async def mcp_session(tmp_path: Path, env: dict[str, str], store: str, *options: str) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
-        command=_tiermem()[0],
-        args=[*_tiermem()[1:], "mcp", "--store", store, "--embedder", "hashing", *options],
+        command=servers.tiermem_command()[0],
+        args=[*servers.tiermem_command()[1:], "mcp", "--store", store, "--embedder", "hashing", *options],
         env=env,
         cwd=tmp_path,
     )
@@ -173,7 +136,7 @@ class SharedServers:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.store = _write_store(folder)
-        self.env = _server_env(folder)
+        self.env = servers.server_env(folder)
         self._sessions: dict[tuple[str, ...], SharedSession] = {}
 
     def session(self, *options: str) -> SharedSession:
@@ -188,19 +151,19 @@ class SharedServers:
 
 @pytest.fixture(scope="module")
 def module_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServers]:
-    servers = SharedServers(tmp_path_factory.mktemp("mcp-shared"))
+    shared_servers = SharedServers(tmp_path_factory.mktemp("mcp-shared"))
     try:
-        yield servers
+        yield shared_servers
     finally:
-        servers.close()
-    _assert_no_network(servers.folder)
+        shared_servers.close()
+    servers.assert_no_network(shared_servers.folder)
 
 
 @pytest.fixture
 def shared(module_servers: SharedServers) -> Iterator[SharedServers]:
     """The module's servers, for a test that writes nothing: the socket guard is checked after each test."""
     yield module_servers
-    _assert_no_network(module_servers.folder)
+    servers.assert_no_network(module_servers.folder)
 
 
 def _envelope(result: Any) -> dict[str, Any]:
@@ -376,7 +339,7 @@ def test_bad_configuration_exits_with_a_message(
     tmp_path: Path, server_env: dict[str, str], store: str, arguments: list[str], message: str
 ) -> None:
     result = subprocess.run(
-        [*_tiermem(), "mcp", "--store", store, "--embedder", "hashing", *arguments],
+        [*servers.tiermem_command(), "mcp", "--store", store, "--embedder", "hashing", *arguments],
         env={**os.environ, **server_env, "TIERMEM_USER_ID": ""},
         capture_output=True,
         text=True,
@@ -392,7 +355,7 @@ def test_a_store_written_with_another_embedder_is_refused(tmp_path: Path, server
     path = str(tmp_path / "store")
     create_memory_capability(store=path)  # the shipped static embedder
     result = subprocess.run(
-        [*_tiermem(), "mcp", "--store", path, "--embedder", "hashing", "--user-id", "u-1"],
+        [*servers.tiermem_command(), "mcp", "--store", path, "--embedder", "hashing", "--user-id", "u-1"],
         env={**os.environ, **server_env},
         capture_output=True,
         text=True,
@@ -407,25 +370,6 @@ def test_a_store_written_with_another_embedder_is_refused(tmp_path: Path, server
 # -- streamable HTTP, the user from a header the operator's proxy sets ---------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"the server exited with {proc.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise AssertionError("the server never listened")
-
-
 HTTP_OPTIONS = ("--transport", "http", "--user-header", "X-User-Id")
 
 
@@ -433,30 +377,40 @@ HTTP_OPTIONS = ("--transport", "http", "--user-header", "X-User-Id")
 def module_http_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """One HTTP server for the module: its tests only read and are refused."""
     folder = tmp_path_factory.mktemp("mcp-http")
-    store, server_env = _write_store(folder), _server_env(folder)
-    port = _free_port()
+    store, server_env = _write_store(folder), servers.server_env(folder)
+    port = servers.free_port()
     with (folder / "server.log").open("a") as errlog:
         proc = subprocess.Popen(
-            [*_tiermem(), "mcp", "--store", store, "--embedder", "hashing", *HTTP_OPTIONS, "--port", str(port)],
+            [
+                *servers.tiermem_command(),
+                "mcp",
+                "--store",
+                store,
+                "--embedder",
+                "hashing",
+                *HTTP_OPTIONS,
+                "--port",
+                str(port),
+            ],
             env={**os.environ, **server_env},
             stdin=subprocess.DEVNULL,
             stdout=errlog,
             stderr=errlog,
         )
         try:
-            _wait_for_port(port, proc)
+            servers.wait_for_port(port, proc)
             yield folder, f"http://127.0.0.1:{port}/mcp"
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-    _assert_no_network(folder)
+    servers.assert_no_network(folder)
 
 
 @pytest.fixture
 def http_server(module_http_server: tuple[Path, str]) -> Iterator[str]:
     folder, url = module_http_server
     yield url
-    _assert_no_network(folder)
+    servers.assert_no_network(folder)
 
 
 @asynccontextmanager

@@ -1,0 +1,63 @@
+"""``tiermem serve``: the REST server (memory/_rest) on uvicorn, one user per API key of the operator's keys file."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from .._errors import ConfigurationError
+from ._options import awaited, given, keep, open_system
+
+__all__ = ["COMMANDS", "serve"]
+
+
+@click.command()
+@click.option("--store", expose_value=False, callback=keep("store"), help="as the global one")
+@click.option("--embedder", expose_value=False, callback=keep("embedder"), help="as the global one")
+@click.option(
+    "--keys",
+    "keys_file",
+    required=True,
+    envvar="TIERMEM_REST_KEYS",
+    type=click.Path(dir_okay=False),
+    help='JSON list of {"key", "user_id", "namespace"}: the user each API key acts as [env: TIERMEM_REST_KEYS]',
+)
+@click.option("--model", help="litellm model string or 'rules' (capture's observer) [default: from the environment]")
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to bind")
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="port to listen on")
+@click.option("--create", is_flag=True, help="make the store if it does not exist (else a missing store is an error)")
+@click.option("--max-body-mib", type=click.IntRange(1, 4096), default=32, show_default=True, help="largest body read")
+def serve(keys_file: str, model: str | None, host: str, port: int, create: bool, max_body_mib: int) -> None:
+    """Serve a store over HTTP as a REST API (needs tiermem[rest]); the schema is at /openapi.json.
+
+    Each request sends Authorization: Bearer KEY; the keys file says whose memory each key reaches.
+    Plain HTTP: bind beyond 127.0.0.1 only behind a proxy that adds TLS."""
+    try:
+        import uvicorn
+
+        from .._rest import build_app, load_keys
+    except ImportError as exc:
+        needs = "tiermem serve needs FastAPI and uvicorn: pip install 'tiermem[rest]'"
+        raise ConfigurationError(f"{needs} ({exc})") from None
+    keys = load_keys(keys_file)  # before the store: a bad keys file opens nothing
+    mem = open_system(create=create, model=model)
+    app = build_app(mem, keys, max_body_bytes=max_body_mib * 1024 * 1024)
+    click.echo(
+        f"tiermem serve: http://{host}:{port} (store {given('store') or mem.store.uri}, model {mem.stages.name}, "
+        f"{len(keys)} key(s))"
+    )
+    logging.getLogger().setLevel(logging.INFO)
+    # uvicorn's access log names the path and the status, never a header: no key reaches a log
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+
+    async def run() -> None:
+        try:
+            await uvicorn.Server(config).serve()
+        finally:
+            await mem.aclose()
+
+    awaited(run())
+
+
+COMMANDS = (serve,)
