@@ -6,7 +6,8 @@ Everything tiermem raises on purpose derives from :class:`TiermemError`::
     ├── ConfigurationError              you called it wrong: bad options, bad ids, bad arguments
     │   ├── InvalidSubjectError         a subject that is not "user", a first name or an org name
     │   ├── InvalidArgumentError        a tool or API argument that does not validate
-    │   │   └── MemoryNotFoundError     no memory with this id belongs to the context's user
+    │   │   ├── MemoryNotFoundError     no memory with this id belongs to the context's user
+    │   │   └── DocumentError           a document that cannot be read: corrupt, encrypted, empty, of no known type
     │   └── SyncInEventLoopError        the blocking facade was called inside a running event loop: await instead
     ├── StoreError                      the storage engine (LanceDB) failed
     │   ├── StoreMismatchError          written with another embedder, dimension or schema: use another store
@@ -43,6 +44,7 @@ from typing import Literal
 
 __all__ = [
     "ConfigurationError",
+    "DocumentError",
     "EmbedderError",
     "ErrorKind",
     "InvalidArgumentError",
@@ -93,6 +95,10 @@ class InvalidArgumentError(ConfigurationError):
 
 class MemoryNotFoundError(InvalidArgumentError):
     """No memory with this id belongs to the context's user (it may exist for another user)."""
+
+
+class DocumentError(InvalidArgumentError):
+    """A document given to ``ingest`` cannot be read (corrupt, encrypted, no text, unknown type): nothing is written."""
 
 
 class SyncInEventLoopError(ConfigurationError):

@@ -24,7 +24,10 @@ __all__ = [
     "Scope",
     "alias_id",
     "capture_keys",
+    "chunk_id",
+    "content_hash",
     "digest_id",
+    "document_id",
     "edge_id",
     "episode_id",
     "erasure_key",
@@ -128,6 +131,21 @@ def episode_id(scope: Scope, *, session_id: str) -> str:
 def fact_id(scope: Scope, *, subject: str, text: str) -> str:
     """The same fact about the same subject always gets the same id (case and spacing ignored)."""
     return _stable_id("fact", scope.namespace, scope.user_id, subject, _fold(text))
+
+
+def content_hash(data: bytes) -> str:
+    """A document's bytes named: the same bytes, the same hash."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def document_id(scope: Scope, *, content: str, chunking: str) -> str:
+    """One document per content hash and chunking recipe: ingesting the same bytes the same way again is a no-op."""
+    return _stable_id("doc", scope.namespace, scope.user_id, content, chunking)
+
+
+def chunk_id(scope: Scope, *, document_id: str, index: int) -> str:
+    """The ``index``-th chunk of a document: a rerun after a crash names each chunk alike."""
+    return _stable_id("chunk", scope.namespace, scope.user_id, document_id, str(index))
 
 
 def edge_id(scope: Scope, *, source: str, relation: str, target: str) -> str:

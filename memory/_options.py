@@ -192,7 +192,14 @@ class RecallOptions(_Options):
     recency_half_life: timedelta = Field(default=timedelta(days=30), description="Recency prior half-life.")
     tier_weights: dict[str, float] = Field(
         # Equal by default: unequal priors moved R@10 on neither dev conversation (bench/README.md).
-        default_factory=lambda: {"working": 1.0, "episodic": 1.0, "semantic": 1.0, "digest": 1.0, "relation": 1.0},
+        default_factory=lambda: {
+            "working": 1.0,
+            "episodic": 1.0,
+            "semantic": 1.0,
+            "digest": 1.0,
+            "relation": 1.0,
+            "document": 1.0,
+        },
         description="Prior per tier (equal by default).",
     )
     subject_boost: float = Field(default=0.3, ge=0, le=1, description="Boost for a subject the cue names.")
@@ -267,7 +274,7 @@ class CapabilityPreset:
             )
 
 
-_ALL_SECTIONS = ("digest", "working", "semantic", "relation", "episodic")
+_ALL_SECTIONS = ("digest", "working", "semantic", "relation", "episodic", "document")
 _RECALL_AND_CONNECT = (RECALL.name, CONNECT.name)
 MEMORY_CAPABILITY_PRESETS: dict[str, CapabilityPreset] = {
     "default": CapabilityPreset(tools=_RECALL_AND_CONNECT, sections=_ALL_SECTIONS),

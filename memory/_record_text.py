@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._errors import InvalidArgumentError
-from ._records import Digest, Edge, Episode, Fact, Turn, WorkingEntry
+from ._records import Chunk, Digest, Edge, Episode, Fact, Turn, WorkingEntry
 from ._text import encodable
 
 __all__ = ["EMBED_RECIPE", "MAX_TEXT", "Embedded", "checked_text", "embedded_text"]
@@ -13,7 +13,7 @@ MAX_TEXT = 8000
 # text a record is embedded from changes, so a store embedded the old way is reported and
 # ``tiermem reembed`` re-embeds it (a store recording none was embedded by version 1).
 EMBED_RECIPE = 1
-Embedded = Turn | WorkingEntry | Episode | Fact | Edge | Digest
+Embedded = Turn | WorkingEntry | Episode | Fact | Edge | Digest | Chunk
 
 
 def embedded_text(record: Embedded) -> str:

@@ -17,7 +17,9 @@ from ._text import encodable
 
 __all__ = [
     "Alias",
+    "Chunk",
     "Digest",
+    "Document",
     "Edge",
     "Episode",
     "Fact",
@@ -35,8 +37,9 @@ __all__ = [
     "retrieval_keys",
 ]
 
-Tier = Literal["working", "episodic", "semantic", "digest", "relation"]
-"""Where a memory lives; "relation" marks an edge of the relations graph rendered as an item."""
+Tier = Literal["working", "episodic", "semantic", "digest", "relation", "document"]
+"""Where a memory lives; "relation" marks an edge of the relations graph rendered as an item, "document"
+a passage of a document the user ingested."""
 
 MAX_ID_LENGTH = 256
 
@@ -419,6 +422,53 @@ class Alias(_Record):
     created_at: Instant = Field(description="When recorded.")
 
 
+class Chunk(_Record):
+    """A passage of an ingested document: searched like any memory, citing where in the document it is."""
+
+    id: str = Field(description="Deterministic id from scope, document and position.")
+    namespace: str = Field(description="Scope: namespace.")
+    user_id: str = Field(description="Scope: user.")
+    document_id: str = Field(description="The document (one version of it) the passage belongs to.")
+    title: str = Field(description="The document's title, cited with the passage.")
+    section: str = Field(default="", description='Headings above the passage, outermost first ("Install / Linux").')
+    page: int | None = Field(default=None, ge=1, description="PDF page the passage starts on.")
+    index: int = Field(ge=0, description="Position of the passage in the document.")
+    start: int = Field(ge=0, description="Offset of its first character in the document's extracted text.")
+    end: int = Field(ge=0, description="Offset just past its last character.")
+    text: str = Field(description="The passage.")
+    subject: str = Field(default="user", description="Whose document it is: the user who ingested it.")
+    status: Literal["active"] = Field(default="active", description="Always active: a document leaves whole.")
+    created_at: Instant = Field(description="When ingested.")
+    updated_at: Instant = Field(description="Last change.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="The caller's metadata of the document.")
+
+    @property
+    def context(self) -> str:
+        """Searched with the passage, never shown: the title and headings a question may name."""
+        return f"{self.title} {self.section}".strip()
+
+
+class Document(_Record):
+    """One version of an ingested document: what its chunks are, and whether all of them are written."""
+
+    id: str = Field(description="Deterministic id from scope, content hash and chunking.")
+    namespace: str = Field(description="Scope: namespace.")
+    user_id: str = Field(description="Scope: user.")
+    title: str = Field(description="Title: the document's own (first heading, <title>, PDF metadata) or its name.")
+    origin: str = Field(default="", description="Path or URL it was read from; a new version of it replaces this.")
+    content_type: str = Field(description='What it was parsed as: "text/plain", "text/markdown", "text/html" ...')
+    content_hash: str = Field(description="Digest of its bytes.")
+    chunks: int = Field(ge=0, description="How many chunks it has.")
+    pages: int | None = Field(default=None, ge=0, description="PDF pages.")
+    characters: int = Field(ge=0, description="Length of its extracted text.")
+    status: Literal["pending", "complete"] = Field(
+        default="pending", description='"complete" once every chunk is written; "pending" while (or if) a run stops.'
+    )
+    created_at: Instant = Field(description="When its ingestion began.")
+    updated_at: Instant = Field(description="Last change.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="The caller's metadata.")
+
+
 class MemoryItem(_Record):
     """The uniform view of a memory of any tier."""
 
@@ -451,5 +501,5 @@ class RankedMemoryItem(MemoryItem):
     relevance: float = Field(default=0.0, description="Relevance to the cue alone, 0..1.")
 
 
-StoredRecord = WorkingEntry | Episode | Fact | Digest | Edge | Turn | Alias
+StoredRecord = WorkingEntry | Episode | Fact | Digest | Edge | Turn | Alias | Chunk | Document
 """A record some store table holds (one type per table): what reading a table not known until run time gives."""

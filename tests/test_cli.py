@@ -44,7 +44,7 @@ HISTORY = [
 ]  # fmt: skip
 COMMANDS = [
     "users", "show", "search", "get", "history", "stats", "graph", "forget", "erase", "pin", "unpin",
-    "export", "import", "import-history", "demo", "worker", "janitor", "mcp", "reembed", "serve",
+    "export", "import", "import-history", "ingest", "demo", "worker", "janitor", "mcp", "reembed", "serve",
 ]  # fmt: skip
 
 

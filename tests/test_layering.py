@@ -35,7 +35,7 @@ from tests.sources import FACADE, MODULES, REPO, STDLIB, Module, imports_in, our
 MEMORY = "tiermem.memory"
 FOLDERS = (
     "_index", "_store", "_llm", "_embed", "_tiers", "_relations", "_recall", "_govern", "_read", "_write", "_rest",
-    "_cli",
+    "_cli", "_documents",
 )  # fmt: skip
 # What each part may import (besides itself), bottom up.
 MAY_IMPORT: dict[str, frozenset[str]] = {
@@ -43,6 +43,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "_index": frozenset({"vocabulary"}),
     "_store": frozenset({"vocabulary", "_index"}),
     "_llm": frozenset({"vocabulary"}),
+    "_documents": frozenset({"vocabulary"}),
     "_embed": frozenset({"vocabulary", "_store", "_llm"}),
     "_tiers": frozenset({"vocabulary", "_store", "_embed"}),
     "_relations": frozenset({"vocabulary", "_tiers"}),
@@ -53,7 +54,19 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "pipelines": frozenset({"vocabulary", "prompts"}),
     "jobs": frozenset({"vocabulary", "_store", "_tiers", "_relations", "_read", "pipelines"}),
     "_write": frozenset(
-        {"vocabulary", "_store", "_llm", "_embed", "_tiers", "_recall", "_govern", "_read", "pipelines", "jobs"}
+        {
+            "vocabulary",
+            "_store",
+            "_llm",
+            "_embed",
+            "_tiers",
+            "_recall",
+            "_govern",
+            "_read",
+            "_documents",
+            "pipelines",
+            "jobs",
+        }
     ),
     "testing": frozenset({"vocabulary", "_store", "_embed", "_llm", "prompts"}),
     "_rest": frozenset({"vocabulary", "_govern", "_read", "_write"}),
@@ -80,6 +93,8 @@ ENGINE_HOMES = {
     "model2vec": f"{MEMORY}._embed",
     "sentence_transformers": f"{MEMORY}._embed",
     "onnxruntime": f"{MEMORY}._embed",
+    "markdown_it": f"{MEMORY}._documents._markdown",
+    "pypdf": f"{MEMORY}._documents._pdf",
 }
 OLD_TOP_LEVEL = frozenset({"memory", "pipelines", "jobs", "prompts"})
 

@@ -22,6 +22,7 @@ from .memory._embed import (
 )
 from .memory._errors import (
     ConfigurationError,
+    DocumentError,
     EmbedderError,
     ErrorKind,
     InvalidArgumentError,
@@ -77,7 +78,9 @@ from .memory._read import MemoryCapability, MemoryProvider, create_memory_capabi
 from .memory._recall import approx_tokens
 from .memory._records import (
     Alias,
+    Chunk,
     Digest,
+    Document,
     Edge,
     Episode,
     Fact,
@@ -96,7 +99,16 @@ from .memory._subjects import USER, canonical_subject, is_canonical_subject
 from .memory._tiers import edge_to_memory_item
 from .memory._tools import MemoryTool, RecallArguments, ToolEnvelope, Toolset
 from .memory._usage import StageUsage, UsageLedger
-from .memory._write import Conversation, HistoryProgress, HistoryReport, HistoryTurn, LeasedWork
+from .memory._write import (
+    Conversation,
+    HistoryProgress,
+    HistoryReport,
+    HistoryTurn,
+    IngestEstimate,
+    IngestProgress,
+    IngestReport,
+    LeasedWork,
+)
 
 # isort: split
 # The write side (the composition root) comes last: the pipelines it imports read the names above.
@@ -131,6 +143,7 @@ __all__ = [
     "Blocking",
     "CapabilityPreset",
     "CaptureResult",
+    "Chunk",
     "Clock",
     "ConfigurationError",
     "ConnectArguments",
@@ -139,6 +152,8 @@ __all__ = [
     "Digest",
     "DigestOptions",
     "DigestResult",
+    "Document",
+    "DocumentError",
     "Edge",
     "Embedder",
     "EmbedderError",
@@ -156,6 +171,9 @@ __all__ = [
     "HistoryTurn",
     "HygieneOptions",
     "ImportReport",
+    "IngestEstimate",
+    "IngestProgress",
+    "IngestReport",
     "InvalidArgumentError",
     "InvalidSubjectError",
     "LeasedWork",

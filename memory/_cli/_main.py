@@ -22,6 +22,7 @@ import click
 from .._errors import TiermemError
 from .._text import loggable
 from . import _change as _cli_change
+from . import _ingest as _cli_ingest
 from . import _move as _cli_move
 from . import _read as _cli_read
 from . import _run as _cli_run
@@ -91,10 +92,11 @@ for _command in (
     *_cli_read.COMMANDS,
     *_cli_change.COMMANDS,
     *_cli_move.COMMANDS,
+    *_cli_ingest.COMMANDS,
     *_cli_run.COMMANDS,
     *_cli_serve.COMMANDS,
 ):
-    cli.add_command(_command)  # in the order they are declared: read, change, move, run
+    cli.add_command(_command)  # in the order they are declared: read, change, move, ingest, run, serve
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
-from .._records import Alias, Digest, Edge, Episode, Fact, StoredRecord, Turn, WorkingEntry
+from .._records import Alias, Chunk, Digest, Document, Edge, Episode, Fact, StoredRecord, Turn, WorkingEntry
 from ._vectors import COLUMNS
 
 __all__ = [
@@ -29,7 +29,7 @@ __all__ = [
     "unique",
 ]
 
-TableName = Literal["working", "episodes", "facts", "digests", "edges", "turns", "aliases"]
+TableName = Literal["working", "episodes", "facts", "digests", "edges", "turns", "aliases", "chunks", "documents"]
 EngineRow = dict[str, Any]
 """A table row, as LanceDB takes and gives it (``to_list``): columns by name, their types the engine's schema's."""
 
@@ -57,6 +57,10 @@ SPECS: dict[str, Spec] = {
     "edges": Spec(model=Edge, vectors=True),
     "turns": Spec(model=Turn, vectors=True),
     "aliases": Spec(model=Alias, vectors=False),
+    # Ingested documents: their passages, searched beside the tiers, and each version's manifest (never searched).
+    # Stores made before them open as they were; the tables are made at their first write.
+    "chunks": Spec(model=Chunk, vectors=True),
+    "documents": Spec(model=Document, vectors=False),
 }
 
 

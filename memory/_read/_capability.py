@@ -124,6 +124,7 @@ class MemoryCapability:
             "episodic": self.episodic,
             "semantic": self.semantic,
             "digest": self.digest_options,
+            "document": True,  # passages of ingested documents: searched whenever the user has any
         }
         return [tier for tier, opts in flags.items() if opts is not None]
 

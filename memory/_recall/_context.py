@@ -11,7 +11,7 @@ from xml.sax.saxutils import escape
 
 from .._records import MemoryItem
 
-__all__ = ["SECTION_TITLES", "TokenCounter", "approx_tokens", "render_context"]
+__all__ = ["SECTION_TITLES", "TokenCounter", "approx_tokens", "citation", "render_context"]
 
 TokenCounter = Callable[[str], int]
 
@@ -21,6 +21,7 @@ SECTION_TITLES: Mapping[str, str] = {
     "semantic": "Known facts",
     "relation": "Relations",
     "episodic": "Past conversations",
+    "document": "Documents",
 }
 
 
@@ -29,7 +30,19 @@ def approx_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
+def citation(item: MemoryItem) -> str:
+    """Where a passage of a document is: its title, section and page ("Handbook: Leave / Sick leave, p. 3")."""
+    meta = item.metadata
+    title, section = str(meta.get("title") or "document"), str(meta.get("section") or "")
+    if section == title or section.startswith(f"{title} / "):  # a Markdown title is also its first heading
+        section = section[len(title) :].removeprefix(" / ")
+    where = f"{title}: {section}" if section else title
+    return f"{where}, p. {meta['page']}" if meta.get("page") else where
+
+
 def _line(item: MemoryItem) -> str:
+    if item.tier == "document":
+        return f"- [{escape(citation(item))}] {escape(item.text)}"
     when = ""
     if item.tier == "episodic":
         when = f"{item.metadata.get('started_at', item.created_at.isoformat())[:10]} "

@@ -19,7 +19,17 @@ import numpy as np
 from .._errors import InvalidArgumentError
 from .._index import CachedSearches
 from .._options import RecallOptions
-from .._records import Alias, Fact, MemoryContext, MemoryItem, RankedMemoryItem, StoredRecord, Turn, WorkingEntry
+from .._records import (
+    Alias,
+    Document,
+    Fact,
+    MemoryContext,
+    MemoryItem,
+    RankedMemoryItem,
+    StoredRecord,
+    Turn,
+    WorkingEntry,
+)
 from .._relations import Relations
 from .._store import TableName, Where
 from .._subjects import canonical_subject
@@ -33,7 +43,7 @@ __all__ = ["SEARCH_TIERS", "Search", "SearchTier"]
 
 log = logging.getLogger(__name__)
 
-SearchTier = Literal["working", "episodic", "semantic", "digest"]
+SearchTier = Literal["working", "episodic", "semantic", "digest", "document"]
 # Where each tier is searched. The episodic tier is the sessions' episodes plus their turn log:
 # a summary finds the right conversation, the log the line in it.
 _SOURCES: dict[SearchTier, tuple[TableName, ...]] = {
@@ -41,6 +51,7 @@ _SOURCES: dict[SearchTier, tuple[TableName, ...]] = {
     "episodic": ("episodes", "turns"),
     "semantic": ("facts",),
     "digest": ("digests",),
+    "document": ("chunks",),  # passages of ingested documents, in the same ranking as the tiers
 }
 SEARCH_TIERS: tuple[SearchTier, ...] = tuple(_SOURCES)
 _LIVE: dict[TableName, list[str]] = {
@@ -48,6 +59,7 @@ _LIVE: dict[TableName, list[str]] = {
     "episodes": ["pending", "consolidated"],
     "facts": ["active"],
     "digests": ["active"],
+    "chunks": ["active"],
 }
 # A cue also finds superseded facts: they answer "where did I work before?", marked past and ranked below
 # what replaced them. Browsing without a cue shows what holds.
@@ -92,8 +104,8 @@ class Search:
 
     def item(self, record: StoredRecord, now: datetime, session_seq: int = 0) -> MemoryItem:
         """Any stored record as a memory item, its confidence decayed to ``now``."""
-        if isinstance(record, Alias):  # the tables recall reads never hold one: an alias names, it is not a memory
-            raise TypeError(f"alias {record.id} is not a memory item")
+        if isinstance(record, Alias | Document):  # never in the tables recall reads: they name, they are not memories
+            raise TypeError(f"{type(record).__name__.lower()} {record.id} is not a memory item")
         return to_memory_item(
             record, now, semantic=self.tiers.semantic, working=self.tiers.working, session_seq=session_seq
         )
@@ -182,7 +194,9 @@ class Search:
         now = self.tiers.clock.now()
         chosen = self.chosen(tiers)
         tables = [table for tier in chosen for table in _SOURCES[tier]]
-        allowed = self.lineage.allowed(ctx, where, window, tables, categories)
+        allowed = self.lineage.allowed(ctx, where, window, [t for t in tables if t != "chunks"], categories)
+        if allowed is not None:  # a filter on captured metadata, on when it was said or on labels: no passage has them
+            allowed["chunks"] = frozenset()
         session_seq = self.tiers.session_seq(ctx) if "working" in chosen else 0
         store = self.tiers.store
         if cue is None or not cue.strip():

@@ -12,7 +12,7 @@ from typing import Literal, overload
 
 from .._filters import Where
 from .._index import TableName
-from .._records import Alias, Digest, Edge, Episode, Fact, StoredRecord, Turn, WorkingEntry
+from .._records import Alias, Chunk, Digest, Document, Edge, Episode, Fact, StoredRecord, Turn, WorkingEntry
 from ._reads import Reads
 
 __all__ = ["TypedReads"]
@@ -51,6 +51,14 @@ class TypedReads:
     def query(
         self, name: Literal["aliases"], where: Where, *, limit: int | None = None, cached: bool = False
     ) -> list[Alias]: ...
+    @overload
+    def query(
+        self, name: Literal["chunks"], where: Where, *, limit: int | None = None, cached: bool = False
+    ) -> list[Chunk]: ...
+    @overload
+    def query(
+        self, name: Literal["documents"], where: Where, *, limit: int | None = None, cached: bool = False
+    ) -> list[Document]: ...
 
     def query(
         self, name: TableName, where: Where, *, limit: int | None = None, cached: bool = False
@@ -76,6 +84,10 @@ class TypedReads:
     def get(self, name: Literal["turns"], where: Where, ids: Sequence[str]) -> list[Turn]: ...
     @overload
     def get(self, name: Literal["aliases"], where: Where, ids: Sequence[str]) -> list[Alias]: ...
+    @overload
+    def get(self, name: Literal["chunks"], where: Where, ids: Sequence[str]) -> list[Chunk]: ...
+    @overload
+    def get(self, name: Literal["documents"], where: Where, ids: Sequence[str]) -> list[Document]: ...
 
     def get(self, name: TableName, where: Where, ids: Sequence[str]) -> Sequence[StoredRecord]:
         """The records of ``ids`` within ``where`` (those that exist, no order guaranteed)."""

@@ -19,5 +19,7 @@ TIER_TABLES: dict[Tier, TierTable] = {
     "digest": "digests",
     "relation": "edges",
 }
-USER_TABLES: tuple[TableName, ...] = ("working", "episodes", "facts", "digests", "edges", "turns", "aliases")
+USER_TABLES: tuple[TableName, ...] = (
+    "working", "episodes", "facts", "digests", "edges", "turns", "aliases", "chunks", "documents",
+)  # fmt: skip
 MEMORY_TABLES: tuple[TableName, ...] = ("facts", "working", "episodes", "digests", "edges", "turns")

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from .._decay import effective_confidence, turn_decay
 from .._options import SemanticOptions, WorkingOptions
-from .._records import Digest, Edge, Episode, Fact, MemoryItem, Turn, WorkingEntry
+from .._records import Chunk, Digest, Edge, Episode, Fact, MemoryItem, Turn, WorkingEntry
 from .._subjects import USER
 from ._lineage import Past
 
@@ -65,7 +65,7 @@ def edge_to_memory_item(edge: Edge, now: datetime, *, half_life: SemanticOptions
 
 
 def to_memory_item(
-    record: WorkingEntry | Episode | Fact | Digest | Edge | Turn,  # validated when read: no second validation
+    record: WorkingEntry | Episode | Fact | Digest | Edge | Turn | Chunk,  # validated when read: no second validation
     now: datetime,
     *,
     semantic: SemanticOptions | None = None,
@@ -131,6 +131,8 @@ def to_memory_item(
                 **({"categories": list(record.categories)} if record.categories else {}),
             },
         )
+    if isinstance(record, Chunk):
+        return chunk_to_memory_item(record)
     if isinstance(record, Episode):
         return built(
             MemoryItem,
@@ -161,6 +163,31 @@ def to_memory_item(
         updated_at=record.updated_at,
         provenance=record.provenance,
         metadata=dict(record.metadata),
+    )
+
+
+def chunk_to_memory_item(chunk: Chunk) -> MemoryItem:
+    """A passage of a document as a memory item of tier "document", with what the context block cites."""
+    return built(
+        MemoryItem,
+        id=chunk.id,
+        tier="document",
+        subject=chunk.subject,
+        text=chunk.text,
+        confidence=1.0,  # the document as the user gave it: nothing decays it
+        created_at=chunk.created_at,
+        updated_at=chunk.updated_at,
+        provenance=(chunk.document_id,),
+        metadata={
+            **chunk.metadata,
+            "document_id": chunk.document_id,
+            "title": chunk.title,
+            "section": chunk.section,
+            "page": chunk.page,
+            "index": chunk.index,
+            "start": chunk.start,
+            "end": chunk.end,
+        },
     )
 
 

@@ -15,6 +15,7 @@ from ._conversation_import import (
     HistoryTurn,
     LeasedWork,
 )
+from ._ingest import IngestEstimate, IngestProgress, IngestReport
 from ._janitor import janitor_pass
 from ._system import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult, system
 from ._write_side import MemorySystem
@@ -33,6 +34,9 @@ __all__ = [
     "HistoryProgress",
     "HistoryReport",
     "HistoryTurn",
+    "IngestEstimate",
+    "IngestProgress",
+    "IngestReport",
     "LeasedWork",
     "MemorySystem",
     "RememberArguments",

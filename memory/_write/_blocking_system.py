@@ -13,15 +13,17 @@ from .._read import BlockingMemoryCapability
 if TYPE_CHECKING:
     import asyncio
     import builtins
+    import os
     from collections.abc import Callable, Iterable, Mapping, Sequence
     from datetime import datetime, timedelta
     from typing import Any
 
     from .._govern import EraseReport, ForgetReport, ImportReport, Source
     from .._policy import MemoryPolicy
-    from .._records import Episode, Fact, MemoryContext
+    from .._records import Document, Episode, Fact, MemoryContext
     from .._results import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult
     from ._conversation_import import Conversation, HistoryProgress, HistoryReport
+    from ._ingest import IngestEstimate, IngestProgress, IngestReport
 
 __all__ = ["BlockingMemorySystem"]
 
@@ -54,12 +56,25 @@ class BlockingMemorySystem(BlockingMemoryCapability, Protocol):
         policy: MemoryPolicy | Mapping[str, object] | None = None,
     ) -> ConsolidationResult: ...
     def digest(self, ctx: MemoryContext) -> DigestResult: ...
+    def documents(self, ctx: MemoryContext) -> builtins.list[Document]: ...
     def end_session(self, ctx: MemoryContext, session_id: str | None = None) -> SessionResult: ...
     def end_sessions(self, ctx: MemoryContext, session_ids: Sequence[str]) -> builtins.list[SessionResult]: ...
     def erase_user(self, ctx: MemoryContext) -> EraseReport: ...
+    def estimate_ingest(
+        self,
+        ctx: MemoryContext,
+        source: str | os.PathLike[str] | bytes,
+        *,
+        content_type: str | None = None,
+        name: str | None = None,
+        title: str | None = None,
+        max_tokens: int = 256,
+        overlap: int = 32,
+    ) -> IngestEstimate: ...
     def fact_fingerprint(self, facts: Sequence[Fact]) -> str: ...
     def flush(self) -> None: ...
     def forget(self, ctx: MemoryContext, id: str, *, include_turns: bool = False) -> ForgetReport: ...
+    def forget_document(self, ctx: MemoryContext, document_id: str) -> int: ...
     def fork(self, src: MemoryContext, dst: MemoryContext) -> ImportReport: ...
     def import_(self, ctx: MemoryContext, source: Source) -> ImportReport: ...
     def import_conversations(
@@ -72,6 +87,20 @@ class BlockingMemorySystem(BlockingMemoryCapability, Protocol):
         consolidate: bool = True,
         observe_window: int = 8,
     ) -> HistoryReport: ...
+    def ingest(
+        self,
+        ctx: MemoryContext,
+        source: str | os.PathLike[str] | bytes,
+        *,
+        content_type: str | None = None,
+        name: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, object] | None = None,
+        max_tokens: int = 256,
+        overlap: int = 32,
+        extract_facts: bool = False,
+        on_progress: Callable[[IngestProgress], None] | None = None,
+    ) -> IngestReport: ...
     @property
     def model_name(self) -> str: ...
     def pin(self, ctx: MemoryContext, id: str) -> Fact | Episode: ...

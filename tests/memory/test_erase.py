@@ -1,7 +1,7 @@
 """``erase_user``: every row of the user in every table, and its bytes on disk, are gone.
 
-The secret is written in plain text (a turn, a working entry, an episode, a fact, an edge, an alias
-and the digest) and every file under the store folder is scanned for its raw bytes. A positive
+The secret is written in plain text (a turn, a working entry, an episode, a fact, an edge, an alias,
+the digest and an ingested document) and every file under the store folder is scanned for its raw bytes. A positive
 control first checks that the scan finds it before the erase, so a compressed or encoded copy
 could not make the zero-hits check pass vacuously.
 """
@@ -55,6 +55,7 @@ async def populate(mem: MemorySystem, ctx: MemoryContext, name: str) -> None:
     await mem.consolidate(ctx)
     await mem.digest(ctx)
     await mem.add_semantic_fact(ctx, f"{name} likes the colour teal.", subject=name.lower())
+    await mem.ingest(ctx, f"{name} keeps the spare keys in the blue box.".encode(), name=f"{name}-notes.txt")
 
 
 @pytest.mark.parametrize("bystander", [True, False], ids=["other-user-present", "only-user"])
@@ -77,7 +78,9 @@ async def test_erase_leaves_zero_bytes_of_the_secret_on_disk(
     report = await mem.erase_user(VICTIM)
 
     assert report.purged and scan(root) == []
-    assert set(report.rows) == {"working", "episodes", "facts", "digests", "edges", "turns", "aliases"}
+    assert set(report.rows) == {
+        "working", "episodes", "facts", "digests", "edges", "turns", "aliases", "chunks", "documents",
+    }  # fmt: skip
     assert all(report.rows.values())
     after = await mem.stats(VICTIM)
     assert all(not counts for counts in after.counts.values())
