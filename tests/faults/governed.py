@@ -27,7 +27,7 @@ from .governance_census import GovernanceCensus, govern_census
 from .model import TokenModel, read_log, tokens_in
 from .scenarios import LAUNCH, Outcome, build
 
-__all__ = ["Governed", "governed"]
+__all__ = ["LATENCY", "Governed", "governed"]
 
 LATENCY = 0.3  # seconds per model answer: work is mid-call long enough to be overtaken by an erasure
 
