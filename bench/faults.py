@@ -73,6 +73,16 @@ HEADER = (
 )
 
 
+def measured_by(script: str) -> str:
+    """The line naming the command that ran, the date and the machine."""
+    command = f"python bench/{script} " + shlex.join(sys.argv[1:])
+    return (
+        f"`{command}` on {datetime.now(UTC):%Y-%m-%d} — {cpu_name()}, {os.cpu_count()} cores "
+        f"(shared with other jobs: wall times are upper bounds), Python {platform.python_version()}, "
+        f"lancedb {package_version('lancedb')}, litellm {package_version('litellm')}."
+    )
+
+
 async def main(args: argparse.Namespace) -> str:
     users = 5
     sessions = max(args.turns // (users * 10), 1)
@@ -115,14 +125,11 @@ async def main(args: argparse.Namespace) -> str:
         calls = {stage: dict(c) for stage, c in sorted(outcome.calls.items())}
         details.append(f"- **{name}**: model requests {calls}; {outcome.notes}")
         details += [f"  - problem: {p}" for p in outcome.census.problems()]
-    command = "python bench/faults.py " + shlex.join(sys.argv[1:])
     return "\n".join(
         [
             "# Fault injection: the census",
             "",
-            f"`{command}` on {datetime.now(UTC):%Y-%m-%d} — {cpu_name()}, {os.cpu_count()} cores "
-            f"(shared with other jobs: wall times are upper bounds), Python {platform.python_version()}, "
-            f"lancedb {package_version('lancedb')}, litellm {package_version('litellm')}.",
+            measured_by("faults.py"),
             "",
             "Each column after *turns* counts the turns that reached the tier (the census reads every row of",
             "every table): journaled once, observed, in a working entry, in exactly one episode's provenance,",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import TypedDict
 
@@ -24,6 +24,7 @@ __all__ = [
     "STOP_WORDS",
     "content_terms",
     "encodable",
+    "encodable_values",
     "fold",
     "loggable",
     "split_sentences",
@@ -94,6 +95,20 @@ def encodable(text: str, what: str = "text") -> str:
         except UnicodeEncodeError as exc:
             raise InvalidArgumentError(f"{what} has a lone surrogate at {exc.start}: not valid Unicode") from exc
     return text
+
+
+def encodable_values(value: object, what: str) -> None:
+    """InvalidArgumentError if a string anywhere in ``value`` (a mapping's keys too, through nested mappings and
+    sequences, as caller metadata holds them) is not :func:`encodable`."""
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, str):
+            encodable(item, what)
+        elif isinstance(item, Mapping):
+            todo += [*item.keys(), *item.values()]
+        elif isinstance(item, list | tuple | set | frozenset):
+            todo += list(item)
 
 
 LOG_LIMIT = 200

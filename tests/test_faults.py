@@ -11,7 +11,10 @@ faults (``tests/faults/scenarios.py``):
   unknown) and ``retry_pending()``;
 - two processes capturing into one session at once;
 - two workers consolidating the same users at once, sharing one APScheduler job store (the README's
-  multi-worker setup).
+  multi-worker setup);
+- governance (pin, update, forget, feedback, two updates at once, another user's fact) and ``erase_user``
+  beside capture and consolidation in several processes (``tests/faults/governed.py``): nothing lost,
+  duplicated, resurrected or crossed between users.
 
 Sized for CI (about a minute on two cores); ``python bench/faults.py --turns 1000`` runs them larger.
 """
@@ -23,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import messages_of
+from tests.faults.governed import governed
 from tests.faults.model import Faults, TokenModel
 from tests.faults.scenarios import build, failing_model, faulty, kill_9, two_workers, two_writers
 from tiermem import MemoryContext
@@ -67,6 +71,21 @@ async def test_two_workers_sharing_a_job_store_consolidate_each_episode_once(tmp
     assert outcome.census.problems() == []
     assert outcome.notes["episodes"] == 24 and outcome.notes["per episode"] == {1: 24}  # no model call twice
     assert outcome.calls["encode_consolidate"] == {"ok": 6} and "consolidate" not in outcome.calls  # the default
+
+
+async def test_governance_and_erasure_beside_capture_lose_double_resurrect_and_cross_nothing(tmp_path: Path) -> None:
+    # 2 processes x 2 users x 2 sessions x 4 turns, 6 pieces of governance each, u-3 erased mid-session while
+    # a capture of it is under way; bench/faults_governance.py runs it large
+    outcome = await governed(tmp_path, processes=2, users=4, sessions=2, turns=4, ops=6, erase=1, seed=71)
+
+    found = outcome.governance
+    assert list(outcome.notes["erased"]) == ["u-3"]  # the erasure ran, beside the other work
+    ran = {op["kind"] for op in outcome.ops if op["outcome"] == "ok" and op.get("recalled") is not False}
+    assert ran == {"pin", "update", "forget", "feedback", "update twice"}
+    assert any(op["outcome"] == "refused" for op in outcome.ops if op["kind"] == "cross-user")
+    assert (found.lost, found.duplicated, found.resurrected, found.cross_user) == (0, 0, 0, 0), found.problems()
+    assert found.failures == []
+    assert outcome.census.expected == 24 and outcome.census.problems() == []
 
 
 # -- bugs the suite found -------------------------------------------------------------------------

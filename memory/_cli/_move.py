@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from typing import IO, Any
 
 import click
 
 from .._errors import InvalidArgumentError
+from .._json_input import strict_json
 from .._records import MemoryContext
 from .._write import MAX_OBSERVE_WINDOW, OBSERVE_WINDOW, HistoryProgress
 from ._options import awaited, emit, for_user, known_user, open_system, output_option
@@ -67,9 +67,15 @@ def import_history(who: MemoryContext, file: IO[str], concurrency: int, observe_
     lease on is listed with its holder and expiry, and the exit code is 1.
     """
     try:
-        conversations = json.load(file)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidArgumentError(f"{file.name} is not JSON: {exc}") from None
+        text = file.read()
+    except UnicodeDecodeError as exc:
+        raise InvalidArgumentError(f"{file.name} is not UTF-8: {exc}") from None
+    try:
+        conversations = strict_json(text)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"{file.name}: {exc}") from None
+    if not isinstance(conversations, list):
+        raise InvalidArgumentError(f"{file.name}: not a JSON list of conversations")
     mem = open_system(create=True, model=model)
     with contextlib.ExitStack() as stack:
         bars: list[Any] = []  # entered at the first report: after the whole history was checked

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from importlib import metadata as _dist
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import IO, Any, NamedTuple, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._blocking import run_blocking
-from .._errors import InvalidArgumentError, TiermemError
+from .._errors import InvalidArgumentError
 from .._identity import (
     alias_id,
     digest_id,
@@ -43,10 +42,10 @@ from .._identity import (
     turn_id,
     working_entry_id,
 )
+from .._json_input import strict_json
 from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn, WorkingEntry
 from .._store import SCHEMA_VERSION, TableName, Where
 from .._subjects import is_canonical_subject
-from .._text import encodable
 from .._tiers import checked_context, scope
 from ._governance import Governance
 
@@ -150,32 +149,12 @@ def _remap(value: object, ids: dict[str, str]) -> object:
     return value
 
 
-def _reject_constant(name: str) -> object:
-    raise InvalidArgumentError(f"{name} is not a JSON number")
-
-
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    row = dict(pairs)
-    if len(row) < len(pairs):
-        repeated = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
-        raise InvalidArgumentError(f"the key {repeated[:80]!r} appears twice in one object")
-    return row
-
-
 def _json_line(line: str) -> dict[str, Any]:
     """One line as a JSON object, or InvalidArgumentError: strict JSON a store can hold, nothing Python
     refuses to build (deep nesting, a 5,000-digit number) escaping as another error."""
     if len(line) > MAX_LINE:
         raise InvalidArgumentError(f"longer than {MAX_LINE} characters")
-    try:
-        row = json.loads(line, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
-        encodable(json.dumps(row, ensure_ascii=False), "text")  # a "\ud800" escape decodes to a lone surrogate
-    except RecursionError as exc:
-        raise InvalidArgumentError("nested too deeply") from exc
-    except TiermemError:
-        raise
-    except ValueError as exc:  # JSONDecodeError, and a number too long to convert
-        raise InvalidArgumentError(f"not JSON: {exc}") from exc
+    row = strict_json(line)
     if not isinstance(row, dict):
         raise InvalidArgumentError("not a JSON object")
     return row

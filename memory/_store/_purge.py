@@ -6,7 +6,7 @@ those is safe only when no commit in flight will still reference a file (an unco
 looks exactly like an abandoned one) and no read still uses an old version. So a purge runs behind
 a *fence*: a lease row (:data:`FENCE`) in the leases table that every writer checks before each
 commit attempt (:meth:`Purges.gate`, at most every :data:`RECHECK` seconds) and waits on while it
-is held. The purger then
+is held. The purger (named by :func:`process_holder`) then
 
 1. takes the fence (if another process holds it, that purge does the work: the request stays pending);
 2. waits ``drain``: a writer that checked just before finishes its commit;
@@ -16,15 +16,15 @@ is held. The purger then
 
 A request (:meth:`Purges.request`, recorded in the meta table before the rows are deleted) survives
 a crash: the next purge, the janitor's or the next erase's, does it. A purger that dies holding the
-fence blocks writers only until it expires. ``drain`` must exceed :data:`RECHECK` plus the longest
-single commit attempt or read (seconds on object storage): that is the bound this safety rests on.
+fence blocks writers only until it expires, or, on its own machine, not at all: a process there that
+finds the holder gone (:func:`dead_here`) passes the fence, and a purge takes it over. ``drain`` must
+exceed :data:`RECHECK` plus the longest single commit attempt or read (seconds on object storage):
+that is the bound this safety rests on.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
 import uuid
@@ -33,8 +33,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from .._errors import InvalidArgumentError, StoreConflictError
-from .._index import TableName
+from .._index import EngineRow, TableName
 from ._engine_errors import engine_errors
+from ._holders import dead_here, process_holder
 from ._lease_table import LeaseTable
 from ._maintenance import Maintenance
 from ._meta_table import MetaTable
@@ -87,10 +88,28 @@ class Purges:
         self._clear_until = time.monotonic() + RECHECK
 
     def _held_by(self, token: str | None) -> str | None:
-        """The holder of a live fence whose token is not ``token``, or None."""
+        """The holder of a live fence whose token is not ``token``, or None (a dead process here holds none)."""
+        rows = self._live(token)
+        return next((r["holder"] for r in rows if not dead_here(r["holder"])), None)
+
+    def _live(self, token: str | None) -> list[EngineRow]:
         now = _now()
-        rows = self._leases.lease_rows(FENCE)
-        return next((r["holder"] for r in rows if r["expires_at"] > now and r["token"] != token), None)
+        return [r for r in self._leases.lease_rows(FENCE) if r["expires_at"] > now and r["token"] != token]
+
+    def _take_over(self, holder: str, token: str, expires_at: datetime) -> bool:
+        """Take the fence from a purger that died on this machine; False while its holder may live."""
+        rows = self._live(token)
+        if len(rows) != 1 or not dead_here(rows[0]["holder"]):
+            return False
+        dead = rows[0]
+        won = self._leases.claim(
+            FENCE, holder=holder, token=token, expires_at=expires_at, now=_now(), takeover=dead["token"]
+        )
+        if won:
+            log.warning(
+                "purge fence of %s taken over from %s, a process that is gone", self._tables.uri, dead["holder"]
+            )
+        return won
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -118,10 +137,10 @@ class Purges:
         for name in names:  # opened (created if missing) before the fence: no create races the cleanup
             self._tables.table(name)
         with self._lock:  # one purge per process at a time
-            token = uuid.uuid4().hex
-            holder = f"purge {socket.gethostname()}:{os.getpid()} {token[:8]}"
+            token, holder = uuid.uuid4().hex, process_holder()
             now = _now()
             won = self._leases.claim(FENCE, holder=holder, token=token, expires_at=now + self._ttl, now=now)
+            won = won or self._take_over(holder, token, now + self._ttl)
             if not won or self._held_by(token):  # read back: no other live row of the key, however it got there
                 if won:
                     self._leases.unclaim(FENCE, token=token)

@@ -28,6 +28,7 @@ from .._scope import checked_context, scope
 from .._secrets import Redactor
 from .._store import Store, TableName, Where, user_writes
 from .._subjects import USER, canonical_subject
+from .._text import encodable_values
 from ._session_log import SessionLog
 from ._working_tier import WorkingTier
 
@@ -231,6 +232,7 @@ class Tiers:
     ) -> Fact:
         """Add a fact; the same fact again reinforces it instead of duplicating it. Secrets in it are redacted."""
         body = self.secrets.for_user(ctx, checked_text(text))
+        encodable_values(metadata, "metadata")
         canon = self.subject(ctx, subject)
         now = self.clock.now()
         fid = fact_id(ctx, subject=canon, text=body)

@@ -15,6 +15,7 @@ from .._record_text import checked_text
 from .._records import MemoryContext, Turn, WorkingEntry
 from .._scope import scope
 from .._subjects import USER
+from .._text import encodable_values
 from ._parts import TierParts
 
 __all__ = ["WorkingTier"]
@@ -131,6 +132,7 @@ class WorkingTier:
         if ctx.session_id is None:
             raise InvalidArgumentError("working memory needs a MemoryContext with a session_id")
         body = self.tiers.secrets.for_user(ctx, checked_text(text))
+        encodable_values(metadata, "metadata")
         canon = self.tiers.subject(ctx, subject)
         now = self.tiers.clock.now()
         entry = WorkingEntry(

@@ -27,7 +27,7 @@ from .._records import MemoryContext, Message, Turn, WorkingEntry
 from .._results import CaptureResult
 from .._retries import NO_ERROR, RetryPolicy, blocked, model_config
 from .._subjects import canonical_subject
-from .._text import loggable
+from .._text import encodable_values, loggable
 from .._tiers import Tiers, checked_context
 from .._transcripts import normalize_messages
 from ._background import BackgroundObserver
@@ -128,6 +128,7 @@ class Capture:
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidArgumentError(f"metadata must be a mapping, not {type(metadata).__name__}")
         meta = dict(metadata or {})
+        encodable_values(meta, "metadata")  # a lone surrogate anywhere: refused before anything is written
         parts = [(m.role, m.name, m.content) for m in msgs]
         async with self.locks.session(ctx):
             session = await run_blocking(self.tiers.session_turns, ctx, sid)  # one read: dedupe and context

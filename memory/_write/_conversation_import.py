@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from pydantic import ValidationError
+
 from .._blocking import run_blocking
 from .._clock import utc
 from .._errors import InvalidArgumentError
@@ -141,6 +143,10 @@ def _conversation(raw: object, index: int, keep_roles: frozenset[str]) -> Conver
     sid, turns = raw.get("session_id"), raw.get("turns")
     if not isinstance(sid, str) or not sid.strip():
         raise InvalidArgumentError(f"conversation {index}: session_id must be a non-empty string")
+    try:  # it names a session: bounded, no control character or lone surrogate, as every session id
+        MemoryContext(user_id="history", session_id=sid)
+    except ValidationError as exc:
+        raise InvalidArgumentError(f"conversation {index}: {exc.errors()[0]['msg']}") from None
     if not isinstance(turns, Sequence) or isinstance(turns, str | bytes):
         raise InvalidArgumentError(f"conversation {index}: turns must be a list")
     parsed = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,7 +19,7 @@ from tiermem import Episode, Fact, MemoryContext, Store, Turn, WorkingEntry
 
 from .model import fact_text, token, tokens_in
 
-__all__ = ["TABLES", "TIERS", "Census", "Spec", "take_census", "workload"]
+__all__ = ["TABLES", "TIERS", "Census", "Spec", "rows", "take_census", "workload"]
 
 TABLES = ("turns", "working", "episodes", "facts", "edges", "digests", "aliases", "leases")
 TIERS = ("journal", "observed", "working", "episodes", "consolidated", "facts")
@@ -81,7 +81,7 @@ def workload(
     return specs
 
 
-def _rows(store: Store, table: str) -> list[dict[str, Any]]:
+def rows(store: Store, table: str) -> list[dict[str, Any]]:
     """Every row of ``table`` as stored, duplicates included (the library's reads are not used)."""
     if table not in store._table_names():
         return []
@@ -134,13 +134,18 @@ class Census:
         return found + self.details[:20]
 
 
-def take_census(store: Store, specs: Sequence[Spec]) -> Census:
-    """Count every turn of ``specs`` through every tier of ``store``."""
-    tables = {name: _rows(store, name) for name in TABLES}
+def take_census(store: Store, specs: Sequence[Spec], *, rewritten: Collection[str] = ()) -> Census:
+    """Count every turn of ``specs`` through every tier of ``store``.
+
+    ``rewritten``: tokens a governance write took out of the texts derived from their turn (a fact
+    updated or forgotten): those turns are followed by provenance only (journal, observed, episodes,
+    consolidated), not into working entries and facts.
+    """
+    tables = {name: rows(store, name) for name in TABLES}
     census = Census(expected=len(specs))
-    for name, rows in tables.items():
-        ids = Counter(r["id"] for r in rows)
-        census.rows[name] = len(rows)
+    for name, stored in tables.items():
+        ids = Counter(r["id"] for r in stored)
+        census.rows[name] = len(stored)
         census.duplicate_rows[name] = sum(n - 1 for n in ids.values())
     turns: list[Turn] = _records(tables["turns"], Turn)
     entries: list[WorkingEntry] = _records(tables["working"], WorkingEntry)
@@ -152,14 +157,16 @@ def take_census(store: Store, specs: Sequence[Spec]) -> Census:
 
     def follow(tier: str, found: Mapping[str, Sequence[Any]], check: Any = None) -> None:
         reached = doubled = 0
-        for spec in specs:
+        followed = [s for s in specs if tier not in ("working", "facts") or s.token not in rewritten]
+        for spec in followed:
             hits = found.get(spec.token, [])
             ok = [h for h in hits if check is None or check(spec, h)]
             reached += 1 if ok else 0
             doubled += 1 if len(hits) > 1 else 0
             if not ok and len(census.details) < 20:
                 census.details.append(f"{tier}: {spec.user_id}/{spec.session_id}#{spec.index} {spec.token} missing")
-        census.reached[tier], census.doubled[tier] = reached, doubled
+        census.reached[tier] = reached + len(specs) - len(followed)  # the rewritten reached it, then left it
+        census.doubled[tier] = doubled
 
     def turn_of(spec: Spec) -> Turn | None:
         return by_token.get(spec.token)
@@ -176,7 +183,9 @@ def take_census(store: Store, specs: Sequence[Spec]) -> Census:
     active = [f for f in facts if f.status == "active"]
     follow("facts", _index(active, lambda f: f.text), lambda s, f: _traced(s, f, turn_of(s)))
     census.same_text_facts = sum(n - 1 for n in Counter(" ".join(f.text.lower().split()) for f in active).values())
-    census.reinforced = sum(1 for f in active if f.reinforcements and set(tokens_in([f.text])) <= wanted)
+    census.reinforced = sum(  # feedback ("used") reinforces too: not a repeat of evidence
+        1 for f in active if f.reinforcements > _fed_back(f) and set(tokens_in([f.text])) <= wanted
+    )
     census.unfinished = {
         "turns not observed": sum(1 for t in turns if t.status != "observed"),
         "episodes not consolidated": sum(1 for e in episodes if e.status != "consolidated"),
@@ -193,6 +202,14 @@ def _journal(census: Census, specs: Sequence[Spec], turns: Sequence[Turn]) -> No
     census.strangers = sum(1 for turn in turns if not set(tokens_in(m.content for m in turn.messages)) & wanted)
     seqs = Counter((t.namespace, t.user_id, t.session_id, t.seq) for t in turns)
     census.seq_clashes = sum(n for n in seqs.values() if n > 1)
+
+
+def _fed_back(fact: Fact) -> int:
+    """How often feedback reinforced ``fact`` (each use logged in ``metadata["feedback"]``)."""
+    events = fact.metadata.get("feedback", ())
+    if not isinstance(events, list):
+        return 0
+    return sum(1 for e in events if isinstance(e, dict) and e.get("signal") == "used")
 
 
 def _index(records: Iterable[Any], text: Any) -> dict[str, list[Any]]:

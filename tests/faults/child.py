@@ -8,6 +8,8 @@ Modes:
 - ``consolidate``: run the consolidation job once (``tiermem.jobs.run_consolidation``, what a worker runs).
 - ``worker``: a worker (``MemorySystem.run_worker``, as ``tiermem worker`` runs it) sharing the APScheduler
   job store ``config["jobstore"]``, stopped once no episode waits for consolidation.
+- ``traffic``: capture, consolidation, governance and erasure at once (``traffic.py``; the governance
+  scenario of ``governed.py``).
 
 With ``INDEX GO`` (see ``tests.subprocesses.run_together``) the process touches ``ready-INDEX`` beside
 ``GO`` once set up and waits for ``GO``. The repository is not importable here (its ``memory/`` and
@@ -35,8 +37,9 @@ from tiermem.memory.testing import HashingEmbedder
 from tiermem.pipelines import LLMStages
 
 
-def _fault_model() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tiermem_fault_model", Path(__file__).with_name("model.py"))
+def _sibling(name: str) -> ModuleType:
+    """The module ``name`` beside this file, loaded by its path."""
+    spec = importlib.util.spec_from_file_location(f"tiermem_fault_{name}", Path(__file__).with_name(f"{name}.py"))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
@@ -45,9 +48,9 @@ def _fault_model() -> ModuleType:
 
 
 def _system(config: dict[str, Any]) -> tuple[MemorySystem, Any]:
-    model = _fault_model()
+    model = _sibling("model")
     faults = model.Faults(**config.get("faults", {"failure_rate": 0.0, "invalid_rate": 0.0}))
-    fake = model.TokenModel(faults, log=config.get("log"))
+    fake = model.TokenModel(faults, log=config.get("log"), latency=float(config.get("latency", 0.0)))
     retries = int(config.get("num_retries", 0))
     llm = LLM(fake.model, num_retries=retries, validation_retries=retries, retry_backoff=0.01)
     mem = system(
@@ -121,7 +124,15 @@ async def worker(config: dict[str, Any], rest: list[str]) -> dict[str, Any]:
     return {"abandoned": abandoned}
 
 
-MODES = {"capture": capture, "consolidate": consolidate, "worker": worker}
+async def traffic(config: dict[str, Any], rest: list[str]) -> dict[str, Any]:
+    mem, _ = _system(config)
+    await mem.stats(MemoryContext(user_id="u-0"))  # the store and its tables opened before the go
+    _released(rest)
+    report: dict[str, Any] = await _sibling("traffic").run(mem, config, int(rest[0]))
+    return report
+
+
+MODES = {"capture": capture, "consolidate": consolidate, "worker": worker, "traffic": traffic}
 
 if __name__ == "__main__":
     mode, raw, *rest = sys.argv[1:]

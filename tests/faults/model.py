@@ -9,7 +9,8 @@ can follow each turn through every tier:
 - encode_episode: a summary listing the tokens of the session's observations (or of its part summaries),
   the first 250 of them (a summary is capped at 4,000 characters);
 - consolidate: one fact per token of the batch's episodes and observations, with the observation's text, so
-  the fact's provenance is the turn (tokens are packed several to a fact only past the 100-operation cap).
+  the fact's provenance is the turn (tokens are packed several to a fact only past the 100-operation cap);
+- redact (``forget``): the text without the tokens of the forgotten memories.
 
 Faults: a request fails with probability ``failure_rate`` (a connection reset, a 503 or a timeout, in
 turn) or answers unusable output with ``invalid_rate`` (prose, the wrong shape, truncated JSON). Each
@@ -36,7 +37,7 @@ from typing import Any
 from litellm.llms.custom_llm import CustomLLMError
 
 from tiermem.memory.testing import FunctionModel, StageCall
-from tiermem.prompts import compact, consolidate, digest, encode_episode, observe
+from tiermem.prompts import compact, consolidate, digest, encode_episode, observe, redact
 
 __all__ = [
     "MAX_OPERATIONS",
@@ -166,6 +167,9 @@ def healthy_reply(call: StageCall[Any, Any]) -> dict[str, Any]:
         return {"text": " ".join(f.text for f in inputs.facts[:20]) or "The user has no facts yet."}
     if isinstance(inputs, compact.Input):
         return {"merges": []}
+    if isinstance(inputs, redact.Input):
+        gone = set(tokens_in(inputs.forgotten))
+        return {"text": " ".join(w for w in inputs.text.split() if not set(tokens_in([w])) & gone)}
     raise AssertionError(f"unknown stage {call.stage!r}")
 
 

@@ -8,13 +8,20 @@ could not make the zero-hits check pass vacuously.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import tiermem
+from tests.fakes import messages_of
+from tests.subprocesses import clean_env
 from tiermem import Fact, MemoryContext, MemorySystem, Store, system
 from tiermem.jobs import run_janitor
 from tiermem.memory._store._leases import Leases
@@ -155,3 +162,44 @@ def test_a_write_waits_while_another_process_holds_the_purge_fence(tmp_path: Pat
     Leases(store).release(fence)
     writer.join(timeout=60)
     assert landed.is_set() and store.count("facts") == 1
+
+
+PURGER = """
+import sys
+from datetime import timedelta
+from tiermem import Store
+from tiermem.memory.testing import HashingEmbedder
+
+embedder = HashingEmbedder(256)  # the embedder fixture's
+store = Store(sys.argv[1], embedder_id=embedder.id, dimensions=embedder.dimensions, purge_drain=timedelta(seconds=30))
+store.request_purge()
+store.purge_pending()  # takes the fence, then waits out the drain: killed there
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="a holder's death is known only with /proc")
+async def test_a_purger_killed_holding_the_fence_blocks_no_write_and_its_purge_is_taken_over(
+    tmp_path: Path, clock: FrozenClock, embedder: HashingEmbedder
+) -> None:
+    root = tmp_path / "store"
+    store = opened(root, embedder)
+    mem = system(model="rules", store=store, embedder=embedder, clock=clock, semantic={"relations": True})
+    await populate(mem, VICTIM, SECRET)
+    env = clean_env(PYTHONPATH=str(Path(tiermem.__file__).resolve().parents[1]))  # the tree under test
+    purger = subprocess.Popen([sys.executable, "-c", PURGER, str(root)], cwd=tmp_path, env=env, stderr=subprocess.PIPE)
+    leases = Leases(store)
+    deadline = time.monotonic() + 120  # a bound for a slow machine, not an expected duration
+    while leases.holder(FENCE) is None and purger.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    held = leases.holder(FENCE)
+    assert held is not None, purger.stderr.read() if purger.stderr else ""
+    purger.send_signal(signal.SIGKILL)
+    purger.wait(timeout=60)
+    assert leases.holder(FENCE) == held  # its fence stays, live for minutes more
+
+    await mem.capture(MemoryContext(user_id="u-other", session_id="s-1"), messages_of("I like tea."))
+    assert leases.holder(FENCE) == held  # the write passed the dead purger's fence, not waiting for it to expire
+    report = await mem.erase_user(VICTIM)
+
+    assert report.purged and scan(root) == []  # the dead purger's fence taken over, the purge done
+    assert not store.meta()[PENDING] and leases.holder(FENCE) is None

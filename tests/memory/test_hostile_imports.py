@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -226,3 +227,111 @@ async def test_text_or_a_time_that_cannot_be_stored_is_refused_where_it_enters(
         await write_it(mem)  # type: ignore[misc]
 
     assert disk(store) == before
+
+
+# -- import-history: past conversations (a JSON list), the same corpus of hostile files --------------------
+
+HISTORY = [
+    {
+        "session_id": f"h-{n}",
+        "turns": [
+            {"at": f"2025-05-0{n}T10:0{i}:00+00:00", "messages": [{"role": "user", "content": f"I like tea {i}."}]}
+            for i in range(2)
+        ],
+    }
+    for n in (1, 2)
+]
+
+
+def _last(edit: Callable[[dict[str, Any]], object]) -> Callable[[], str]:
+    """The history with its last conversation edited (a file checked as it is written would have written the
+    first by then); the edit may leave ``@@RAW@@`` for raw JSON text put in afterwards."""
+
+    def text() -> str:
+        history = json.loads(json.dumps(HISTORY))
+        edit(history[-1])
+        return json.dumps(history)
+
+    return text
+
+
+def _raw(where: Callable[[dict[str, Any]], dict[str, Any]], key: str, raw: str) -> Callable[[], str]:
+    return lambda: _last(lambda c: where(c).update({key: "@@RAW@@"}))().replace('"@@RAW@@"', raw)
+
+
+def _turn(c: dict[str, Any]) -> dict[str, Any]:
+    return c["turns"][-1]  # type: ignore[no-any-return]
+
+
+def _message(c: dict[str, Any]) -> dict[str, Any]:
+    return c["turns"][-1]["messages"][0]  # type: ignore[no-any-return]
+
+
+HOSTILE_HISTORY: dict[str, Callable[[], str | bytes]] = {
+    "lone-surrogate": _raw(_message, "content", '"I like \\ud800 tea."'),
+    "lone-surrogate-in-session-id": _raw(lambda c: c, "session_id", '"h-\\udfff"'),
+    "lone-surrogate-in-name": _raw(_message, "name", '"\\udc00"'),
+    "deep-nesting": _raw(_message, "content", "[" * DEEP + "]" * DEEP),
+    "5000-digit-number": _raw(_turn, "at", "9" * 5000),
+    "nan": _raw(_turn, "at", "NaN"),
+    "duplicate-keys": lambda: json.dumps(HISTORY).replace('"role": "user"', '"role": "user", "role": "user"', 1),
+    "truncated": lambda: json.dumps(HISTORY)[:-7],
+    "year-1-with-an-offset": _raw(_turn, "at", '"0001-01-01T00:00:00+05:00"'),
+    "wrong-type": _raw(_turn, "messages", "5"),
+    "unknown-role": _raw(_message, "role", '"robot"'),
+    "not-a-list": lambda: json.dumps(HISTORY[0]),
+    "bom": lambda: b"\xef\xbb\xbf" + json.dumps(HISTORY).encode(),
+    "not-utf-8": lambda: json.dumps(HISTORY).encode().replace(b"tea", b"t\xffa", 1),
+}  # fmt: skip
+# Files Python's own parser reads into objects: the API is handed those objects.
+PARSED = ["lone-surrogate", "lone-surrogate-in-session-id", "lone-surrogate-in-name", "year-1-with-an-offset",
+          "wrong-type", "unknown-role"]  # fmt: skip
+
+
+def write_history(case: str, path: Path) -> Path:
+    content = HOSTILE_HISTORY[case]()
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
+    return path
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_HISTORY), ids=list(HOSTILE_HISTORY))
+def test_import_history_prints_one_error_line_for_a_hostile_file_and_writes_nothing(
+    store: Path, tmp_path: Path, case: str
+) -> None:
+    path = write_history(case, tmp_path / "history.json")
+    before = disk(store)
+
+    result = CliRunner().invoke(
+        cli, ["--store", str(store), "import-history", "u-new", str(path), "--model", "rules"], catch_exceptions=False
+    )
+
+    assert result.exit_code == 1, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("tiermem: error: ") and len(line) < 2_100
+    assert disk(store) == before
+
+
+@pytest.mark.parametrize("case", PARSED, ids=PARSED)
+async def test_import_conversations_refuses_hostile_history_whole_and_writes_nothing(
+    store: Path, tmp_path: Path, case: str
+) -> None:
+    conversations = json.loads(write_history(case, tmp_path / "history.json").read_text("utf-8", "surrogatepass"))
+    mem = make(store)
+    before = disk(store)
+
+    with pytest.raises(InvalidArgumentError) as refused:
+        await mem.import_conversations(MemoryContext(user_id="u-new"), conversations)
+
+    assert disk(store) == before
+    assert len(str(refused.value)) < 1_000 and "\n" not in str(refused.value).strip()
+
+
+def test_the_history_corpus_imports_when_nothing_is_hostile(store: Path, tmp_path: Path) -> None:
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps(HISTORY))
+
+    result = CliRunner().invoke(cli, ["--store", str(store), "import-history", "u-new", str(path), "--model", "rules"])
+
+    assert result.exit_code == 0, result.output
+    stats = asyncio.run(make(store).stats(MemoryContext(user_id="u-new")))
+    assert sum(stats.counts["turns"].values()) == 4

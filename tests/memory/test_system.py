@@ -335,6 +335,32 @@ async def test_capture_rejects_invalid_messages(build: Builder, ctx: MemoryConte
     assert mem.store.count("turns") == 0
 
 
+BAD_METADATA = [
+    pytest.param({"channel": "chat\ud800"}, id="value"),
+    pytest.param({"chan\udc00nel": "chat"}, id="key"),
+    pytest.param({"tags": ["ok", "\udfff"]}, id="in-a-list"),
+    pytest.param({"source": {"thread": {"title": "x\ud83d"}}}, id="nested-mapping"),
+]
+
+
+@pytest.mark.parametrize("metadata", BAD_METADATA)
+async def test_metadata_with_a_lone_surrogate_is_refused_and_nothing_written(
+    build: Builder, ctx: MemoryContext, metadata: dict[str, Any]
+) -> None:
+    mem = build("rules")
+
+    with pytest.raises(InvalidArgumentError, match="metadata has a lone surrogate"):
+        await mem.capture(ctx, messages_of("My sister Ana lives in Porto."), metadata=metadata)
+    with pytest.raises(InvalidArgumentError, match="metadata has a lone surrogate"):
+        await mem.add_semantic_fact(ctx, "The user lives in Porto.", metadata=metadata)
+    with pytest.raises(InvalidArgumentError, match="metadata has a lone surrogate"):
+        await mem.add_working_memory(ctx, "The user lives in Porto.", metadata=metadata)
+
+    assert [mem.store.count(t) for t in ("turns", "working", "facts")] == [0, 0, 0]
+    await mem.capture(ctx, messages_of("My sister Ana lives in Porto."), metadata={"channel": "chat"})
+    assert mem.store.count("turns") == 1  # the same capture with valid metadata is written
+
+
 @pytest.mark.parametrize(
     "items",
     [
