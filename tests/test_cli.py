@@ -340,7 +340,7 @@ def test_janitor_guard_stops_a_wipe_and_force_runs_it(tmp_path: Path) -> None:
         (["show", "bad\u0007user"], 2, "control characters"),
         (["export", "u-1", "-o", "{tmp}/no/such/folder/u-1.jsonl"], 1, "tiermem: error:"),
         (["erase", "u-1"], 1, "tiermem: error: erase deletes all of 'u-1' in 'default' for good; add --yes"),
-        (["import-history", "u-1", "{tmp}/not.json"], 1, "not.json is not JSON"),
+        (["import-history", "u-1", "{tmp}/not.json"], 1, "not.json: not JSON"),
         (["import-history", "u-1", "{tmp}/bad.json"], 1, "conversation 0: session_id must be a non-empty string"),
     ],
     ids=[

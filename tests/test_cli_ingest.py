@@ -50,4 +50,4 @@ def test_ingest_of_a_corrupt_pdf_is_one_error_line_and_writes_nothing(tmp_path: 
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1].startswith("tiermem: error: the PDF cannot be read")
     shown = _tiermem(store, "--json", "search", "u-1", "--namespace", "acme", "catalog")
-    assert shown.returncode == 0 and json.loads(shown.stdout) == []
+    assert shown.returncode == 1 and "no user 'u-1' in namespace 'acme'" in shown.stderr  # nothing was written

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from .._errors import MemoryNotFoundError, StoreNotFoundError
 from .._records import MemoryContext
-from .._store import MEMORY_TABLES, stored_meta
+from .._store import USER_TABLES, stored_meta
 from .._write import MemorySystem, system
 from ._output import dumps
 
@@ -144,7 +144,7 @@ def open_system(
 def known_user(mem: MemorySystem, who: MemoryContext) -> None:
     """MemoryNotFoundError unless the store holds something of ``who``, naming where that user id is held
     (another namespace: the demo writes into ``demo``) or which namespaces there are."""
-    held = {pair for table in MEMORY_TABLES for pair in mem.store.scopes(table)}
+    held = {pair for table in USER_TABLES for pair in mem.store.scopes(table)}
     if (who.namespace, who.user_id) in held:
         return
     elsewhere = sorted(ns for ns, user in held if user == who.user_id)

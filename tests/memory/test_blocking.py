@@ -37,7 +37,7 @@ def test_blocking_adds_and_recalls_from_sync_code(blocking: Facade, ctx: MemoryC
 
 
 def test_blocking_passes_plain_attributes_through(blocking: Facade) -> None:
-    assert blocking.enabled_tiers() == ["working", "episodic", "semantic", "digest"]
+    assert blocking.enabled_tiers() == ["working", "episodic", "semantic", "digest", "document"]
     assert isinstance(blocking.tools(MemoryContext(user_id="u-1")).schemas(), list)
     assert "recall" in dir(blocking)
 

@@ -70,6 +70,11 @@ def disk(path: Path) -> dict[str, str]:
     }
 
 
+def _errors(stderr: str) -> list[str]:
+    """What a command printed on stderr besides the line naming the store it uses."""
+    return [line for line in stderr.splitlines() if not line.startswith("tiermem: using store ")]
+
+
 def _index(lines: list[str], kind: str) -> int:
     return next(i for i, line in enumerate(lines) if json.loads(line)["kind"] == kind)
 
@@ -156,7 +161,7 @@ def test_the_cli_prints_one_error_line_for_a_hostile_file(
     result = CliRunner().invoke(cli, ["--store", str(store), "import", "u-new", str(path)], catch_exceptions=False)
 
     assert result.exit_code == 1
-    (line,) = [line for line in result.stderr.splitlines() if not line.startswith("tiermem: using store ")]
+    (line,) = _errors(result.stderr)
     assert line.startswith("tiermem: error: line ") or line.startswith("tiermem: error: ")
     assert len(line) < 2_100 and result.stdout == ""
     assert disk(store) == before
@@ -181,7 +186,7 @@ def test_the_console_script_prints_one_error_line_and_writes_nothing(
     )  # fmt: skip
 
     assert done.returncode == 1
-    (line,) = [line for line in done.stderr.splitlines() if not line.startswith("tiermem: using store ")]
+    (line,) = _errors(done.stderr)
     assert line.startswith("tiermem: error: line ")
     assert disk(store) == before
 
@@ -306,7 +311,7 @@ def test_import_history_prints_one_error_line_for_a_hostile_file_and_writes_noth
     )
 
     assert result.exit_code == 1, result.output
-    (line,) = result.stderr.splitlines()
+    (line,) = _errors(result.stderr)
     assert line.startswith("tiermem: error: ") and len(line) < 2_100
     assert disk(store) == before
 

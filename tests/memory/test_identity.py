@@ -36,6 +36,12 @@ FROZEN: dict[str, tuple[Callable[[], str], str]] = {
     ),
     "digest": (lambda: ids.digest_id(CTX), "digest_4033c4245c2e0513bc785ee325ae18a3"),
     "alias": (lambda: ids.alias_id(CTX, name="caroline"), "alias_7eaa3edd540095bedf4ae7c84684647f"),
+    # Computed when documents landed (2026-12-04): a re-ingest finds its document and chunks by them.
+    "document": (
+        lambda: ids.document_id(CTX, content="c0ffee", chunking="md-256-32"),
+        "doc_e5a7bd9781fe5ab9fafb65e0883f9ae4",
+    ),
+    "chunk": (lambda: ids.chunk_id(CTX, document_id="doc_x", index=3), "chunk_f2d202c7fb4eb0e336647738a7096592"),
 }
 
 
@@ -48,7 +54,8 @@ def test_id_recipes_are_frozen(kind: str) -> None:
 def test_every_record_kind_has_its_recipe() -> None:
     recipes = {name for name in ids.__all__ if name.endswith("_id")}
     assert recipes == {
-        "alias_id", "digest_id", "edge_id", "episode_id", "fact_id", "observation_id", "turn_id", "working_entry_id",
+        "alias_id", "chunk_id", "digest_id", "document_id", "edge_id", "episode_id", "fact_id", "observation_id",
+        "turn_id", "working_entry_id",
     }  # fmt: skip
 
 

@@ -83,7 +83,7 @@ def test_an_added_field_set_otherwise_than_its_default_is_a_conflict(tmp_path: P
 
     assert explicit.recall_options.replied_weight == 0.9
     assert explicit.option_conflicts == [
-        f'recall: the store {store!r} was created with {{"replied_weight": 0.2}}, '
+        f'recall: the store {store!r} was created with {{"replied_weight": 0.15}}, '
         'this process uses {"replied_weight": 0.9}'
     ]
 

@@ -376,17 +376,20 @@ def test_resolve_tier_rejects(value: Any) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "tiers"),
     [
-        ({}, ["working", "episodic", "semantic", "digest"]),
-        ({"working": False}, ["episodic", "semantic", "digest"]),
-        ({"episodic": False, "digest": False}, ["working", "semantic"]),
-        ({"working": {"capacity": 3}, "semantic": SemanticOptions()}, ["working", "episodic", "semantic", "digest"]),
-        ({"digest": DigestOptions(max_facts=5)}, ["working", "episodic", "semantic", "digest"]),
+        ({}, ["working", "episodic", "semantic", "digest", "document"]),
+        ({"working": False}, ["episodic", "semantic", "digest", "document"]),
+        ({"episodic": False, "digest": False}, ["working", "semantic", "document"]),
+        (
+            {"working": {"capacity": 3}, "semantic": SemanticOptions()},
+            ["working", "episodic", "semantic", "digest", "document"],
+        ),
+        ({"digest": DigestOptions(max_facts=5)}, ["working", "episodic", "semantic", "digest", "document"]),
     ],
     ids=["defaults", "no-working", "no-episodic-digest", "dict-and-model", "digest-model"],
 )
 def test_capability_enabled_tiers(tmp_path: Path, kwargs: dict[str, Any], tiers: list[str]) -> None:
     cap = create_memory_capability(store=str(tmp_path / "s"), embedder=HashingEmbedder(32), **kwargs)
-    assert cap.enabled_tiers() == tiers
+    assert cap.enabled_tiers() == tiers  # "document": ingested passages, whatever the tiers
 
 
 @pytest.mark.parametrize(
