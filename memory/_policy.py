@@ -20,7 +20,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ._errors import ConfigurationError, InvalidArgumentError, InvalidSubjectError
 from ._subjects import canonical_subject
 
-__all__ = ["MAX_CATEGORIES", "MAX_INSTRUCTIONS", "MemoryPolicy", "category_label", "checked_categories", "policy_of"]
+__all__ = [
+    "MAX_CATEGORIES",
+    "MAX_INSTRUCTIONS",
+    "MemoryPolicy",
+    "categories_of",
+    "category_label",
+    "checked_categories",
+    "policy_of",
+]
 
 MAX_INSTRUCTIONS = 4000
 """Characters of free-text instructions at most (they are sent with every call that writes memories)."""
@@ -192,3 +200,10 @@ def policy_of(value: object, what: str = "policy") -> MemoryPolicy | None:
     if isinstance(value, Mapping):
         return MemoryPolicy(**{str(k): v for k, v in value.items()})
     raise ConfigurationError(f"{what} must be a MemoryPolicy, a dict of its fields or None, not {type(value).__name__}")
+
+
+def categories_of(values: object) -> tuple[str, ...]:
+    """Stored category labels, normalised and deduplicated (a record written before categories has none)."""
+    if not isinstance(values, list | tuple):
+        return ()
+    return tuple(dict.fromkeys(category_label(v) for v in values))

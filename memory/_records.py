@@ -7,12 +7,13 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from ._clock import utc
 from ._errors import ErrorKind
 from ._identity import Scope, fact_id
-from ._policy import MemoryPolicy, category_label
+from ._policy import MemoryPolicy, categories_of
+from ._retrieval_keys import retrieval_keys
 from ._text import encodable
 
 __all__ = [
@@ -24,17 +25,13 @@ __all__ = [
     "Episode",
     "Fact",
     "MemoryContext",
-    "MemoryItem",
     "Message",
-    "RankedMemoryItem",
     "StoredRecord",
     "Tier",
     "Turn",
     "WorkingEntry",
-    "categories_of",
     "consolidation_order",
     "mentions",
-    "retrieval_keys",
 ]
 
 Tier = Literal["working", "episodic", "semantic", "digest", "relation", "document"]
@@ -53,53 +50,6 @@ def _check_id(value: str, what: str) -> str:
     if any(unicodedata.category(ch) in {"Cc", "Cs"} for ch in value):
         raise ValueError(f"{what} contains control characters")
     return value
-
-
-MAX_KEYS = 8
-"""Retrieval keys a memory keeps at most."""
-MAX_KEY_LENGTH = 40
-
-
-def retrieval_keys(values: object) -> tuple[str, ...]:
-    """``values`` as retrieval keys: lowercase, whitespace collapsed, deduplicated, at most :data:`MAX_KEYS`.
-
-    Keys come from a model, so a bad item (not a string, empty, too long, control characters) is
-    dropped instead of failing the whole answer; anything but a list or tuple gives no keys.
-    """
-    if not isinstance(values, list | tuple):
-        return ()
-    keys: dict[str, None] = {}
-    for value in values:
-        if not isinstance(value, str):
-            continue
-        key = " ".join(value.lower().split())
-        if not key or len(key) > MAX_KEY_LENGTH or any(unicodedata.category(ch) in {"Cc", "Cs"} for ch in key):
-            continue
-        keys[key] = None
-        if len(keys) == MAX_KEYS:
-            break
-    return tuple(keys)
-
-
-def _model_keys(values: object) -> list[str]:
-    return list(retrieval_keys(values))
-
-
-ModelKeys = Annotated[
-    list[str],
-    BeforeValidator(_model_keys),
-    Field(
-        max_length=MAX_KEYS, description="Broader terms and synonyms a later question may use, not words of the text."
-    ),
-]
-"""Retrieval keys in a model's output schema: normalised, a bad key dropped rather than failing the answer."""
-
-
-def categories_of(values: object) -> tuple[str, ...]:
-    """Stored category labels, normalised and deduplicated (a record written before categories has none)."""
-    if not isinstance(values, list | tuple):
-        return ()
-    return tuple(dict.fromkeys(category_label(v) for v in values))
 
 
 Instant = Annotated[datetime, AfterValidator(utc)]
@@ -467,38 +417,6 @@ class Document(_Record):
     created_at: Instant = Field(description="When its ingestion began.")
     updated_at: Instant = Field(description="Last change.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="The caller's metadata.")
-
-
-class MemoryItem(_Record):
-    """The uniform view of a memory of any tier."""
-
-    id: str = Field(description="Id of the underlying record.")
-    tier: Tier = Field(description="Tier the record lives in.")
-    subject: str = Field(description="Canonical subject.")
-    text: str = Field(description="Text shown to the agent.")
-    confidence: float = Field(description="Effective confidence or salience now, 0..1.")
-    created_at: Instant = Field(description="When the record was created.")
-    updated_at: Instant = Field(description="When the record last changed.")
-    provenance: tuple[str, ...] = Field(default=(), description="Source ids back to captured turns.")
-    metadata: dict[str, Any] = Field(default_factory=dict, description="Tier-specific details.")
-
-    def past_mark(self) -> str:
-        """ "(past, until 2026-03-16)" when it no longer holds (a superseded fact, a turn whose every fact was
-        superseded, a closed edge), "(past)" when it is not known since when; "" while it holds. Every read
-        surface (the context block, the tools and MCP, the CLI, the demo) marks the past with it."""
-        meta = self.metadata
-        ended = meta.get("superseded") or meta.get("current") is False
-        if not (ended or (self.tier == "semantic" and meta.get("valid_to"))):
-            return ""
-        until = meta.get("valid_to")
-        return f"(past, until {until[:10]})" if isinstance(until, str) else "(past)"
-
-
-class RankedMemoryItem(MemoryItem):
-    """A memory item with the score recall gave it."""
-
-    score: float = Field(description="Final ranking score (higher is better).")
-    relevance: float = Field(default=0.0, description="Relevance to the cue alone, 0..1.")
 
 
 StoredRecord = WorkingEntry | Episode | Fact | Digest | Edge | Turn | Alias | Chunk | Document

@@ -34,7 +34,7 @@ from typing import Any, Generic, Literal, TypedDict, TypeVar, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._errors import ConfigurationError, TiermemError
-from ._records import MemoryItem
+from ._items import MemoryItem
 from ._text import loggable
 from ._tool_arguments import (
     MAX_ARGUMENT_BYTES,

@@ -47,7 +47,7 @@ from ._embed import HashingEmbedder
 from ._errors import ModelError
 from ._filters import Where
 from ._llm import allow_real_requests, context_window_exceeded, install_fake_provider, message_tokens
-from ._records import MAX_KEYS
+from ._retrieval_keys import MAX_KEYS
 from ._stage import ChatMessages, StageCall
 from ._store import TableName
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from tiermem.memory._identity import fact_id
-from tiermem.memory._records import Fact, MemoryContext, retrieval_keys
+from tiermem.memory._records import Fact, MemoryContext
+from tiermem.memory._retrieval_keys import retrieval_keys
 from tiermem.prompts import compact
 
 from ._budget import Budget, fitted

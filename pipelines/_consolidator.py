@@ -22,7 +22,8 @@ from tiermem.memory._errors import InvalidSubjectError
 from tiermem.memory._identity import edge_id, fact_id
 from tiermem.memory._options import RelationsOptions
 from tiermem.memory._policy import MemoryPolicy
-from tiermem.memory._records import Edge, Episode, Fact, MemoryContext, WorkingEntry, mentions, retrieval_keys
+from tiermem.memory._records import Edge, Episode, Fact, MemoryContext, WorkingEntry, mentions
+from tiermem.memory._retrieval_keys import retrieval_keys
 from tiermem.memory._subjects import canonical_subject
 from tiermem.prompts import consolidate
 

@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tiermem.memory._options import RelationsOptions
 from tiermem.memory._policy import MemoryPolicy
-from tiermem.memory._records import MAX_KEYS, Episode, Fact, ModelKeys, WorkingEntry
+from tiermem.memory._records import Episode, Fact, WorkingEntry
+from tiermem.memory._retrieval_keys import MAX_KEYS, ModelKeys
 from tiermem.memory._stage import ChatMessages, Stage
 
 from ._policy import Categories, categories_field, labelled, policy_rules

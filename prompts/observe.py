@@ -8,7 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tiermem.memory._policy import MemoryPolicy
-from tiermem.memory._records import MAX_KEYS, Message, ModelKeys
+from tiermem.memory._records import Message
+from tiermem.memory._retrieval_keys import MAX_KEYS, ModelKeys
 from tiermem.memory._stage import ChatMessages, Stage
 
 from ._policy import Categories, categories_field, labelled, policy_rules

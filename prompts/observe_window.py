@@ -17,7 +17,8 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from tiermem.memory._policy import MemoryPolicy
-from tiermem.memory._records import MAX_KEYS, Message
+from tiermem.memory._records import Message
+from tiermem.memory._retrieval_keys import MAX_KEYS
 from tiermem.memory._stage import ChatMessages, Stage
 
 from . import observe

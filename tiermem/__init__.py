@@ -62,6 +62,7 @@ from .memory._govern import (
     MemoryVersion,
     RecallResult,
 )
+from .memory._items import MemoryItem, RankedMemoryItem
 from .memory._options import (
     MEMORY_CAPABILITY_PRESETS,
     CapabilityPreset,
@@ -85,9 +86,7 @@ from .memory._records import (
     Episode,
     Fact,
     MemoryContext,
-    MemoryItem,
     Message,
-    RankedMemoryItem,
     Tier,
     Turn,
     WorkingEntry,

@@ -10,7 +10,8 @@ import textwrap
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from .._records import MemoryContext, MemoryItem
+from .._items import MemoryItem
+from .._records import MemoryContext
 from .._write import MemorySystem, system
 from ..testing import FrozenClock
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from .._errors import ConfigurationError
-from .._records import MemoryItem
+from .._items import MemoryItem
 from .._subjects import USER
 
 __all__ = ["GRAPHVIZ_MISSING", "graph_data", "graph_dot", "render_dot"]

@@ -15,7 +15,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._govern import ForgetReport, MemoryStats, MemoryVersion
-from .._records import MemoryContext, MemoryItem, RankedMemoryItem
+from .._items import MemoryItem, RankedMemoryItem
+from .._records import MemoryContext
 from .._write import HistoryReport
 
 __all__ = [

@@ -11,7 +11,8 @@ from typing import Any
 import click
 
 from .._errors import InvalidArgumentError
-from .._records import MemoryContext, MemoryItem
+from .._items import MemoryItem
+from .._records import MemoryContext
 from .._store import TIER_TABLES
 from .._write import MemorySystem
 from ._graph import graph_data, graph_dot, render_dot

@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._decay import reinforce
 from .._errors import InvalidArgumentError, MemoryNotFoundError
-from .._records import Edge, Episode, Fact, MemoryContext, RankedMemoryItem
+from .._items import RankedMemoryItem
+from .._records import Edge, Episode, Fact, MemoryContext
 from .._store import TableName, user_writes
 from ._governance import Governance, Record
 

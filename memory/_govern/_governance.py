@@ -21,10 +21,11 @@ from .._clock import Clock
 from .._embed import Embedder
 from .._errors import InvalidArgumentError, MemoryNotFoundError
 from .._identity import fact_id
+from .._items import MemoryItem
 from .._options import SemanticOptions, WorkingOptions
 from .._paging import checked_id, checked_strings, decode_cursor, encode_cursor
 from .._policy import checked_categories
-from .._records import Digest, Edge, Episode, Fact, MemoryContext, MemoryItem, Tier, Turn, WorkingEntry
+from .._records import Digest, Edge, Episode, Fact, MemoryContext, Tier, Turn, WorkingEntry
 from .._secrets import Redactor
 from .._store import MEMORY_TABLES, TIER_TABLES, Store, TableName, TierTable, Where, user_writes
 from .._subjects import canonical_subject

@@ -6,7 +6,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._records import MemoryItem, Turn
+from .._items import MemoryItem
+from .._records import Turn
 
 __all__ = ["MemoryPage", "MemoryStats", "MemoryVersion"]
 

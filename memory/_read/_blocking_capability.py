@@ -26,8 +26,9 @@ if TYPE_CHECKING:
         MemoryVersion,
         RecallResult,
     )
+    from .._items import MemoryItem
     from .._recall import SearchTier
-    from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, MemoryItem, Tier, WorkingEntry
+    from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Tier, WorkingEntry
     from .._store import Store
 
 __all__ = ["BlockingMemoryCapability"]

@@ -33,10 +33,11 @@ from .._govern import (
     Receipts,
     apply_feedback,
 )
+from .._items import MemoryItem, RankedMemoryItem
 from .._options import CapabilityPreset, DigestOptions, EpisodicOptions, HygieneOptions, RecallOptions
 from .._policy import checked_categories
 from .._recall import Search, SearchTier, TokenCounter, rank_without_cue, render_context
-from .._records import MemoryContext, MemoryItem, RankedMemoryItem, Tier
+from .._records import MemoryContext, Tier
 from .._relations import Relations
 from .._scope import checked_string
 from .._store import Store

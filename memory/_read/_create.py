@@ -13,6 +13,7 @@ from typing import Any, Never, Protocol, runtime_checkable
 from .._clock import Clock, SystemClock
 from .._embed import Embedder, embedder_for_store, resolve_embedder
 from .._errors import ConfigurationError
+from .._items import RankedMemoryItem
 from .._options import (
     MEMORY_CAPABILITY_PRESETS,
     CapabilityPreset,
@@ -25,7 +26,7 @@ from .._options import (
     reject_unknown,
 )
 from .._recall import TokenCounter, approx_tokens
-from .._records import MemoryContext, RankedMemoryItem
+from .._records import MemoryContext
 from .._secrets import RedactionOptions, Redactor, redaction_option
 from .._store import Store, resolve_options
 from .._tiers import Tiers

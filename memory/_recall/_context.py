@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from xml.sax.saxutils import escape
 
-from .._records import MemoryItem
+from .._items import MemoryItem
 
 __all__ = ["SECTION_TITLES", "TokenCounter", "approx_tokens", "citation", "render_context"]
 

@@ -30,8 +30,8 @@ from datetime import datetime
 import numpy as np
 
 from .._decay import recency
+from .._items import MemoryItem, RankedMemoryItem
 from .._options import RecallOptions
-from .._records import MemoryItem, RankedMemoryItem
 from .._subjects import USER
 from .._text import STOP_WORDS, stem, terms, words
 from .._tiers import built

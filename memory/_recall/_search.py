@@ -18,18 +18,9 @@ import numpy as np
 
 from .._errors import InvalidArgumentError
 from .._index import CachedSearches
+from .._items import MemoryItem, RankedMemoryItem
 from .._options import RecallOptions
-from .._records import (
-    Alias,
-    Document,
-    Fact,
-    MemoryContext,
-    MemoryItem,
-    RankedMemoryItem,
-    StoredRecord,
-    Turn,
-    WorkingEntry,
-)
+from .._records import Alias, Document, Fact, MemoryContext, StoredRecord, Turn, WorkingEntry
 from .._relations import Relations
 from .._store import TableName, Where
 from .._subjects import canonical_subject

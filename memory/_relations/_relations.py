@@ -20,8 +20,9 @@ from typing import Any
 from .._blocking import run_blocking
 from .._decay import reinforce
 from .._errors import InvalidArgumentError
+from .._items import MemoryItem
 from .._options import RelationsOptions, SemanticOptions
-from .._records import Edge, Fact, MemoryContext, MemoryItem, mentions
+from .._records import Edge, Fact, MemoryContext, mentions
 from .._subjects import USER, canonical_subject
 from .._tiers import Tiers, edge_to_memory_item
 from .._tools import CONNECT, ConnectArguments, MemoryTool

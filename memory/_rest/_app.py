@@ -30,8 +30,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._errors import InvalidArgumentError, TiermemError
 from .._govern import EraseReport, ForgetReport, ImportReport, MemoryPage, MemoryStats, MemoryVersion
+from .._items import MemoryItem
 from .._read import read_tools
-from .._records import MAX_ID_LENGTH, Episode, Fact, MemoryContext, MemoryItem
+from .._records import MAX_ID_LENGTH, Episode, Fact, MemoryContext
 from .._text import loggable
 from .._tools import RECALL, RecallArguments
 from .._write import MemorySystem

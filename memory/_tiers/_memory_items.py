@@ -10,8 +10,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from .._decay import effective_confidence, turn_decay
+from .._items import MemoryItem
 from .._options import SemanticOptions, WorkingOptions
-from .._records import Chunk, Digest, Edge, Episode, Fact, MemoryItem, Turn, WorkingEntry
+from .._records import Chunk, Digest, Edge, Episode, Fact, Turn, WorkingEntry
 from .._subjects import USER
 from ._lineage import Past
 

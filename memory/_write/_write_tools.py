@@ -23,8 +23,9 @@ from collections.abc import Awaitable, Callable
 
 from .._blocking import run_blocking
 from .._errors import InvalidArgumentError, InvalidSubjectError
+from .._items import MemoryItem
 from .._read import MemoryCapability, read_tools
-from .._records import MemoryContext, MemoryItem
+from .._records import MemoryContext
 from .._store import USER_TABLES, Where
 from .._subjects import USER, canonical_subject
 from .._tools import FORGET, REMEMBER, ForgetArguments, MemoryTool, RememberArguments, Toolset, offer

@@ -14,7 +14,7 @@ from tests.fakes import AnyCall, default_reply, messages_of, stage_model
 from tiermem import LLM, Episode, Fact, MemoryContext, MemoryItem, MemorySystem, RecallOptions, WorkingEntry, system
 from tiermem.memory._index._rows import row
 from tiermem.memory._recall._ranking import Candidate, rank
-from tiermem.memory._records import MAX_KEYS, retrieval_keys
+from tiermem.memory._retrieval_keys import MAX_KEYS, retrieval_keys
 from tiermem.memory._tiers._tiers import embedded_text
 from tiermem.memory.testing import FrozenClock, FunctionModel, HashingEmbedder, Lexicon, Where
 from tiermem.pipelines import LLMStages, compact_subject
