@@ -180,13 +180,18 @@ class Tables:
         return table
 
     def create_table(self, name: str, schema: pa.Schema) -> EngineTable:
-        """Create the table stamped with a creation of this process's own, or open it if it exists by now."""
-        try:
-            return self.db.create_table(name, schema=stamped_schema(schema), mode="create")
-        except ValueError as exc:  # "Table 'x' already exists": another process created it meanwhile
-            if "already exists" not in str(exc):
-                raise
-        return self.open(name)
+        """Create the table stamped with a creation of this process's own, or open it if it exists by now.
+
+        A create that lost a commit race raises StoreConflictError here, inside the caller's retry: the
+        retry then finds the table made and opens it (CI saw a raw engine conflict escape the retry).
+        """
+        with engine_errors(f"create table {name}"):
+            try:
+                return self.db.create_table(name, schema=stamped_schema(schema), mode="create")
+            except ValueError as exc:  # "Table 'x' already exists": another process created it meanwhile
+                if "already exists" not in str(exc):
+                    raise
+            return self.open(name)
 
     def restore_overwritten(self, name: str, table: EngineTable, schema: pa.Schema | None = None) -> None:
         """Bring back the rows a racing create's Overwrite hid, once (see :mod:`._creation`); writers only.

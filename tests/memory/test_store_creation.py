@@ -296,3 +296,26 @@ def test_a_leases_table_made_before_stamps_still_opens_as_an_older_tiermem_opens
     _write_leases(store, ["r-1"])
     assert _read_leases(_store(uri, None)) == ["r-1"]
     db.create_table("leases", schema=LEASE_SCHEMA, exist_ok=True)  # what an older tiermem calls on every open
+
+
+@pytest.mark.parametrize("table", ["facts", "leases"], ids=["tier-table", "bookkeeping-table"])
+def test_a_create_that_loses_its_commit_race_opens_the_table_the_winner_made(
+    table: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI (moto S3, four threads) saw the engine's raw conflict on a create escape the create's retry."""
+    uri = str(tmp_path / "store")
+    store = _store(uri, None)
+    real = lancedb.db.LanceDBConnection.create_table
+    lost: list[str] = []
+
+    def losing(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == table and not lost:  # another writer's create of this table commits first
+            lost.append(name)
+            real(lancedb.connect(uri), name, *args, **kwargs)
+            raise OSError(f"lance error: Retryable commit conflict for version 2: {name} was created meanwhile")
+        return real(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(lancedb.db.LanceDBConnection, "create_table", losing)
+    (_write_facts if table == "facts" else _write_leases)(store, ["r-1"])
+    assert lost == [table]
+    assert (_read_facts if table == "facts" else _read_leases)(_store(uri, None)) == ["r-1"]
