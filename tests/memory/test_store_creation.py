@@ -311,7 +311,7 @@ def test_a_create_that_loses_its_commit_race_opens_the_table_the_winner_made(
     def losing(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
         if name == table and not lost:  # another writer's create of this table commits first
             lost.append(name)
-            real(lancedb.connect(uri), name, *args, **kwargs)
+            real(lancedb.db.LanceDBConnection(uri), name, *args, **kwargs)
             raise OSError(f"lance error: Retryable commit conflict for version 2: {name} was created meanwhile")
         return real(self, name, *args, **kwargs)
 
