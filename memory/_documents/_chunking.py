@@ -2,7 +2,8 @@
 
 A passage never crosses a section or a page: structure is where a reader would start again. Within
 one, whole blocks (paragraphs) are packed while they fit ``max_tokens``; a block too large alone is cut
-at sentence ends, and a sentence too large at word boundaries. When a passage closes because the next
+at sentence ends, a sentence too large at word boundaries, and a word too large (base64, a minified
+script) into runs of characters. When a passage closes because the next
 unit does not fit, the next one starts with the last units of it that fit ``overlap`` tokens, so a
 sentence cut from its context is found with it. Tokens are counted by the counter given (the
 capability's, the one the context block uses), per unit, so a long document is counted once.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from .._errors import InvalidArgumentError
 from ._parsed import Block, Parsed
@@ -21,7 +23,7 @@ __all__ = ["Passage", "checked_budget", "chunked", "chunking_recipe"]
 
 _SENTENCE = re.compile(r"[^.!?\n]*(?:[.!?]+[\"')\]]*|\n|$)")
 _WORD = re.compile(r"\S+")
-_RECIPE_VERSION = 1  # bump when the same document and budget would be cut differently
+_RECIPE_VERSION = 2  # bump when the same document and budget would be cut differently
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,7 +60,7 @@ def checked_budget(max_tokens: object, overlap: object) -> tuple[int, int]:
 
 
 def chunked(parsed: Parsed, *, max_tokens: int, overlap: int, count: Callable[[str], int]) -> list[Passage]:
-    """``parsed`` as passages in order, each at most ``max_tokens`` by ``count`` (a single word longer excepted)."""
+    """``parsed`` as passages in order, each at most ``max_tokens`` by ``count``."""
     text = parsed.text
     units = [u for block in parsed.blocks for u in _units(text, block, max_tokens, count)]
     passages: list[Passage] = []
@@ -72,17 +74,27 @@ def chunked(parsed: Parsed, *, max_tokens: int, overlap: int, count: Callable[[s
                     start=first.start, end=last.end)
         )  # fmt: skip
 
+    spent = 0  # of ``current``, the space between its units counted too (a code block's indentation)
     for unit in units:
         if current and (unit.block.section, unit.block.page) != (current[0].block.section, current[0].block.page):
             close()
-            current = []
-        elif current and sum(u.tokens for u in current) + unit.tokens > max_tokens:
+            current, spent = [], 0
+        elif current and spent + _gap(text, current[-1], unit, count) + unit.tokens > max_tokens:
             close()
             current = _tail(current, overlap, room=max_tokens - unit.tokens)
+            spent = sum(u.tokens for u in current) + sum(_gap(text, a, b, count) for a, b in pairwise(current))
+            if current and spent + _gap(text, current[-1], unit, count) + unit.tokens > max_tokens:
+                current, spent = [], 0
+        spent += (_gap(text, current[-1], unit, count) if current else 0) + unit.tokens
         current.append(unit)
     if current:
         close()
     return passages
+
+
+def _gap(text: str, before: _Unit, after: _Unit, count: Callable[[str], int]) -> int:
+    """The tokens of what stands between two units of a passage (a blank line; a run of spaces)."""
+    return count(text[before.end : after.start]) if after.start > before.end else 0
 
 
 def _tail(units: Sequence[_Unit], overlap: int, *, room: int) -> list[_Unit]:
@@ -123,11 +135,17 @@ def _word_runs(
     start = end = -1
     size = 0
     for word in _WORD.finditer(text, span[0], span[1]):
-        cost = count(word.group()) + (1 if start >= 0 else 0)  # the space before it
+        if count(word.group()) > max_tokens:  # a "word" no budget holds (base64, a minified script): cut it
+            if start >= 0:
+                runs.append(_Unit(start=start, end=end, tokens=size, block=block))
+                start, size = -1, 0
+            runs += _pieces(text, (word.start(), word.end()), block, max_tokens, count)
+            continue
+        cost = count(text[end : word.end()] if start >= 0 else word.group())  # with the space before it
         if start >= 0 and size + cost > max_tokens:
             runs.append(_Unit(start=start, end=end, tokens=size, block=block))
             start, size = -1, 0
-            cost -= 1
+            cost = count(word.group())
         if start < 0:
             start = word.start()
         end, size = word.end(), size + cost
@@ -136,10 +154,32 @@ def _word_runs(
     return runs
 
 
+def _pieces(
+    text: str, span: tuple[int, int], block: Block, max_tokens: int, count: Callable[[str], int]
+) -> list[_Unit]:
+    """A word longer than the budget, as the longest runs of characters that fit it (at least one each)."""
+    pieces: list[_Unit] = []
+    start, end = span
+    while start < end:
+        # The largest stop whose run fits, by bisection on the counter (no tokenizer is assumed); the
+        # search is bounded so that a counter of many characters per token costs no more than 64 each.
+        low, high = start + 1, min(end, start + 64 * max_tokens)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if count(text[start:middle]) <= max_tokens:
+                low = middle
+            else:
+                high = middle - 1
+        pieces.append(_Unit(start=start, end=low, tokens=count(text[start:low]), block=block))
+        start = low
+    return pieces
+
+
 def _stripped(text: str, start: int, end: int) -> tuple[int, int] | None:
     """``[start, end)`` without the white space at either end; None if nothing else is left."""
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end) if start < end else None
+    span = text[start:end]  # stripped by str's own methods: a run of spaces can be megabytes long
+    kept = span.strip()
+    if not kept:
+        return None
+    start += len(span) - len(span.lstrip())
+    return start, start + len(kept)

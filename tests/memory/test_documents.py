@@ -111,6 +111,37 @@ async def test_chunks_keep_to_sections_and_the_budget_with_overlap(mem: MemorySy
     assert [c.index for c in chunks] == list(range(len(chunks)))
 
 
+@pytest.mark.parametrize(
+    "blob",
+    ["A" * 20_000, "data:image/png;base64," + "iVBORw0KGgo" * 2_000, "é" * 9_000],
+    ids=["one-letter", "base64-uri", "non-ascii"],
+)
+async def test_a_word_longer_than_the_budget_is_cut_into_chunks_that_fit(
+    mem: MemorySystem, ctx: MemoryContext, blob: str
+) -> None:
+    doc = f"Before the blob.\n\nThe payload: {blob} and after it.\n"
+    await mem.ingest(ctx, doc.encode(), name="blob.txt", max_tokens=64, overlap=0)
+    chunks = _chunks(mem, ctx)
+    assert all(approx_tokens(c.text) <= 64 for c in chunks)  # before: the blob was one chunk of 5,000 tokens
+    assert all(doc[c.start : c.end] == c.text for c in chunks)
+    covered = {i for c in chunks for i in range(c.start, c.end)}
+    assert covered >= set(range(doc.index(blob), doc.index(blob) + len(blob)))  # every character kept, in order
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["a" + " " * 4_000 + "b", "x = 1" + "\n" * 3_000 + "y = 2", "\n".join(" " * (8 * i) + "step" for i in range(200))],
+    ids=["spaces-between-words", "blank-lines", "deep-indentation"],
+)
+async def test_white_space_inside_a_code_block_counts_against_the_budget(
+    mem: MemorySystem, ctx: MemoryContext, code: str
+) -> None:
+    doc = f"# Setup\n\n```\n{code}\n```\n"
+    await mem.ingest(ctx, doc.encode(), name="setup.md", max_tokens=64, overlap=8)
+    chunks = _chunks(mem, ctx)
+    assert chunks and all(approx_tokens(c.text) <= 64 for c in chunks)  # before: 4,000 spaces "cost" 1 token
+
+
 async def test_a_pdf_chunk_never_crosses_a_page(mem: MemorySystem, ctx: MemoryContext) -> None:
     await mem.ingest(ctx, FORMATS["handbook.pdf"], content_type="application/pdf")
     assert [c.page for c in _chunks(mem, ctx)] == [1, 2, 3]
