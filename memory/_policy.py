@@ -11,6 +11,7 @@ the labels and subjects it can recognise (see ``tiermem.pipelines._rules_policy`
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -27,6 +28,7 @@ __all__ = [
     "categories_of",
     "category_label",
     "checked_categories",
+    "policy_fingerprint",
     "policy_of",
 ]
 
@@ -200,6 +202,14 @@ def policy_of(value: object, what: str = "policy") -> MemoryPolicy | None:
     if isinstance(value, Mapping):
         return MemoryPolicy(**{str(k): v for k, v in value.items()})
     raise ConfigurationError(f"{what} must be a MemoryPolicy, a dict of its fields or None, not {type(value).__name__}")
+
+
+def policy_fingerprint(policy: MemoryPolicy | None) -> str:
+    """What ``policy`` says, as a short stable hash ("" for no policy or an empty one): a digest records the
+    policy it was written under, and one written under another is rewritten."""
+    if policy is None or policy.empty:
+        return ""
+    return hashlib.sha256(policy.model_dump_json().encode()).hexdigest()[:16]
 
 
 def categories_of(values: object) -> tuple[str, ...]:

@@ -390,14 +390,18 @@ class MemorySystem:
         return fact_set_fingerprint(facts)
 
     @_fenced
-    async def digest(self, ctx: MemoryContext) -> DigestResult:
+    async def digest(
+        self, ctx: MemoryContext, *, policy: MemoryPolicy | Mapping[str, object] | None = None
+    ) -> DigestResult:
         """Write the user's narrative digest from their active facts and current edges (one model call; more, in
         parts, for facts too many for the model's window).
 
         Superseded facts and closed edges are not shown to the model: the digest states what holds now.
+        Nor are the facts the memory policy keeps out; the model is told the policy.
+        ``policy``: this call's override of the system's memory policy (the fields it sets replace the system's).
         """
         checked_context(ctx)
-        return await self._consolidation.digest(ctx)
+        return await self._consolidation.digest(ctx, policy=policy_of(policy))
 
     # -- retries ----------------------------------------------------------------------------
 
