@@ -17,6 +17,7 @@ from tiermem.pipelines import (
     StageModel,
     consolidate_episodes,
     encode_and_consolidate,
+    kept_edges,
     kept_facts,
     write_digest,
 )
@@ -299,13 +300,14 @@ class Consolidation:
             # The digest reads at most max_facts of those the policy keeps: pinned ones first, then the most
             # confident (decayed to now).
             kept = kept_facts(policy, facts)
+            kept_relations = kept_edges(policy, edges, facts, kept)  # not those only kept-out facts support
             ranked = sorted(kept, key=lambda f: (not f.pinned, -self.capability.item(f, now).confidence, f.id))
             ranked = ranked[: options.max_facts]
             aliases = await run_blocking(self.tiers.aliases, ctx)
             names = [name.title() for name, subject in aliases.items() if subject == "user"]
             try:
                 written_text = await write_digest(
-                    self.stages, facts=ranked, edges=edges, user_names=names, policy=policy,
+                    self.stages, facts=ranked, edges=kept_relations, user_names=names, policy=policy,
                     # one written under another policy may say what this one keeps out
                     previous=previous.text if previous and _policy_mark(previous) == mark else None,
                 )  # fmt: skip
