@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -60,11 +60,14 @@ def _labels(values: object, what: str) -> tuple[str, ...]:
     return labels
 
 
-def checked_categories(values: object, what: str = "categories") -> frozenset[str] | None:
+def checked_categories(
+    values: object, what: str = "categories", vocabulary: Sequence[str] | None = None
+) -> frozenset[str] | None:
     """A read filter's categories (``recall(..., categories=[...])``) as labels; None for None.
 
-    Bad input raises :class:`~tiermem.memory._errors.InvalidArgumentError`. Labels are compared in
-    Python, never put into a query.
+    Bad input raises :class:`~tiermem.memory._errors.InvalidArgumentError`, and so does a label outside
+    ``vocabulary`` when one is given (the system's policy labels, for the recall tool). Labels are
+    compared in Python, never put into a query.
     """
     if values is None:
         return None
@@ -74,6 +77,9 @@ def checked_categories(values: object, what: str = "categories") -> frozenset[st
         raise InvalidArgumentError(str(exc)) from None
     if not labels:
         raise InvalidArgumentError(f"{what} must name at least one category (None: no filter)")
+    unknown = [label for label in labels if vocabulary is not None and label not in vocabulary]
+    if unknown:
+        raise InvalidArgumentError(f"{what} {unknown} are not among this memory's categories {list(vocabulary or ())}")
     return frozenset(labels)
 
 
