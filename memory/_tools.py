@@ -107,13 +107,9 @@ class ToolSpec(Generic[A_co]):
     def bind(
         self, handler: Callable[[A_co], Awaitable[Sequence[MemoryItem]]], arguments: type[BaseModel] | None = None
     ) -> MemoryTool:
-        """This tool, running ``handler`` (bound to one context) on arguments its model validated.
-
-        ``arguments``: a narrower model of its arguments (a subclass of the table's: the recall tool's
-        categories limited to the memory's vocabulary), which validates calls and is the schema offered.
-        """
-        base = self.arguments
-        offered = arguments or base
+        """This tool, running ``handler`` (bound to one context) on arguments its model validated; ``arguments``
+        is a narrower subclass of the table's model to validate and offer (recall's categories by vocabulary)."""
+        base, offered = self.arguments, arguments or self.arguments
         if not issubclass(offered, base):
             raise ConfigurationError(f"{self.name}'s arguments must be a {base.__name__}, not {offered.__name__}")
 
