@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from tiermem.memory._clock import Clock
+from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._read import MemoryCapability
 from tiermem.memory._records import MemoryContext
 from tiermem.memory._relations import Relations
@@ -40,6 +41,11 @@ class MaintainedSystem(Protocol):
 
     @property
     def clock(self) -> Clock: ...
+
+    @property
+    def policy(self) -> MemoryPolicy | None:
+        """The system's memory policy: what a scheduled digest or compaction may not restate."""
+        ...
 
     async def end_session(self, ctx: MemoryContext, session_id: str | None = None) -> SessionResult: ...
 

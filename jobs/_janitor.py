@@ -236,7 +236,9 @@ async def _compact(
         if excess <= 0:
             break
         try:
-            plan = await compact_subject(mem.stages, ctx=ctx, subject=subject, facts=group, now=now)
+            plan = await compact_subject(
+                mem.stages, ctx=ctx, subject=subject, facts=group, now=now, policy=mem.policy
+            )  # the system's policy: no merge restates what it keeps out
         except TiermemError as exc:  # a failed merge leaves the facts as they were; next run retries
             log.warning("janitor: compaction of %s/%s failed: %s", ctx.user_id, loggable(subject), loggable(exc))
             report.compaction_failed += 1

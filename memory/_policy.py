@@ -11,8 +11,9 @@ the labels and subjects it can recognise (see ``tiermem.pipelines._rules_policy`
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -27,6 +28,7 @@ __all__ = [
     "categories_of",
     "category_label",
     "checked_categories",
+    "policy_fingerprint",
     "policy_of",
 ]
 
@@ -58,11 +60,14 @@ def _labels(values: object, what: str) -> tuple[str, ...]:
     return labels
 
 
-def checked_categories(values: object, what: str = "categories") -> frozenset[str] | None:
+def checked_categories(
+    values: object, what: str = "categories", vocabulary: Sequence[str] | None = None
+) -> frozenset[str] | None:
     """A read filter's categories (``recall(..., categories=[...])``) as labels; None for None.
 
-    Bad input raises :class:`~tiermem.memory._errors.InvalidArgumentError`. Labels are compared in
-    Python, never put into a query.
+    Bad input raises :class:`~tiermem.memory._errors.InvalidArgumentError`, and so does a label outside
+    ``vocabulary`` when one is given (the system's policy labels, for the recall tool). Labels are
+    compared in Python, never put into a query.
     """
     if values is None:
         return None
@@ -72,6 +77,9 @@ def checked_categories(values: object, what: str = "categories") -> frozenset[st
         raise InvalidArgumentError(str(exc)) from None
     if not labels:
         raise InvalidArgumentError(f"{what} must name at least one category (None: no filter)")
+    unknown = [label for label in labels if vocabulary is not None and label not in vocabulary]
+    if unknown:
+        raise InvalidArgumentError(f"{what} {unknown} are not among this memory's categories {list(vocabulary or ())}")
     return frozenset(labels)
 
 
@@ -200,6 +208,14 @@ def policy_of(value: object, what: str = "policy") -> MemoryPolicy | None:
     if isinstance(value, Mapping):
         return MemoryPolicy(**{str(k): v for k, v in value.items()})
     raise ConfigurationError(f"{what} must be a MemoryPolicy, a dict of its fields or None, not {type(value).__name__}")
+
+
+def policy_fingerprint(policy: MemoryPolicy | None) -> str:
+    """What ``policy`` says, as a short stable hash ("" for no policy or an empty one): a digest records the
+    policy it was written under, and one written under another is rewritten."""
+    if policy is None or policy.empty:
+        return ""
+    return hashlib.sha256(policy.model_dump_json().encode()).hexdigest()[:16]
 
 
 def categories_of(values: object) -> tuple[str, ...]:

@@ -8,13 +8,15 @@ docstring and field descriptions are the tool's JSON schema as the model reads i
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
+from ._policy import MAX_CATEGORIES, category_label
 from ._subjects import MAX_SUBJECT_LENGTH, USER
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "RecallArguments",
     "RememberArguments",
     "parse_arguments",
+    "recall_arguments",
 ]
 
 MAX_ARGUMENT_BYTES = 64 * 1024
@@ -53,12 +56,44 @@ class RecallArguments(BaseModel):
     verbose: bool = Field(
         default=False, description="Return every field (confidence, scores, provenance, metadata), not just the text."
     )
+    categories: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CATEGORIES,
+        description="Only memories labelled with one of these categories (the application's labels); all when omitted.",
+    )
 
     @field_validator("since", "until")
     @classmethod
     def _utc(cls, value: datetime | None) -> datetime | None:
         """A model writes dates without a timezone: read them as UTC."""
         return value if value is None or value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+    @field_validator("categories", mode="before")
+    @classmethod
+    def _labels(cls, value: object) -> object:
+        """Labels as stored ("Work " is "work"); before a vocabulary's literals check them."""
+        if isinstance(value, list):
+            return [category_label(v) for v in value]
+        return value
+
+
+@functools.cache
+def recall_arguments(vocabulary: tuple[str, ...] | None) -> type[RecallArguments]:
+    """The recall tool's arguments over a memory whose policy has the labels ``vocabulary``: ``categories`` may
+    name only those, and the schema a model is sent lists them (:class:`RecallArguments` without one)."""
+    if not vocabulary:
+        return RecallArguments
+    allowed: Any = Literal.__getitem__(vocabulary)
+    field: Any = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CATEGORIES,
+        description=f"Only memories labelled with one of these categories: {', '.join(vocabulary)}; all when omitted.",
+    )
+    made: Any = create_model("RecallArguments", __base__=RecallArguments, categories=(list[allowed] | None, field))
+    made.__doc__ = RecallArguments.__doc__
+    return cast(type[RecallArguments], made)
 
 
 class ConnectArguments(BaseModel):

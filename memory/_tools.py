@@ -104,16 +104,21 @@ class ToolSpec(Generic[A_co]):
     destructive: bool = False
     """It deletes (an MCP host may ask the user first)."""
 
-    def bind(self, handler: Callable[[A_co], Awaitable[Sequence[MemoryItem]]]) -> MemoryTool:
-        """This tool, running ``handler`` (bound to one context) on arguments its model validated."""
-        arguments = self.arguments
+    def bind(
+        self, handler: Callable[[A_co], Awaitable[Sequence[MemoryItem]]], arguments: type[BaseModel] | None = None
+    ) -> MemoryTool:
+        """This tool, running ``handler`` (bound to one context) on arguments its model validated; ``arguments``
+        is a narrower subclass of the table's model to validate and offer (recall's categories by vocabulary)."""
+        base, offered = self.arguments, arguments or self.arguments
+        if not issubclass(offered, base):
+            raise ConfigurationError(f"{self.name}'s arguments must be a {base.__name__}, not {offered.__name__}")
 
         async def run(args: BaseModel) -> Sequence[MemoryItem]:
-            if not isinstance(args, arguments):  # MemoryTool validates with this model: never, barring a bug
-                raise TypeError(f"{self.name} got {type(args).__name__}, not {arguments.__name__}")
+            if not isinstance(args, base):  # MemoryTool validates with a subclass of it: never, barring a bug
+                raise TypeError(f"{self.name} got {type(args).__name__}, not {base.__name__}")
             return await handler(args)
 
-        return MemoryTool(name=self.name, description=self.description, arguments=arguments, handler=run)
+        return MemoryTool(name=self.name, description=self.description, arguments=offered, handler=run)
 
 
 RECALL = ToolSpec(

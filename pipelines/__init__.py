@@ -12,6 +12,7 @@ from ._episodes import encode_session, session_parts
 from ._model import LLMStages, RulesStages, StageModel
 from ._observer import ObservedTurn, observe_turn, turn_parts
 from ._redactor import redact_text
+from ._restated import kept_edges, kept_facts
 from ._window import observe_window, windows
 
 __all__ = [
@@ -35,6 +36,8 @@ __all__ = [
     "encode_session",
     "fitted",
     "input_budget",
+    "kept_edges",
+    "kept_facts",
     "merged",
     "observe_turn",
     "observe_window",

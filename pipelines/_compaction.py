@@ -10,6 +10,9 @@ facts never shown together stay apart until a later run, when the merges have ch
 Facts are never clipped (a merge must keep every detail): a fact longer than a merged fact may be
 (``compact.MAX_TEXT``), or left alone in its part (too long to share a call with its neighbours), is
 not shown, and counted (``CompactionPlan.left_out``).
+
+Under a memory policy, facts it keeps out are not shown (a merge cannot carry them into a fact the
+policy keeps: :mod:`._restated`), and counted (``CompactionPlan.kept_out``); the call is told the policy.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from tiermem.memory._identity import fact_id
+from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._records import Fact, MemoryContext
 from tiermem.memory._retrieval_keys import retrieval_keys
 from tiermem.prompts import compact
 
 from ._budget import Budget, fitted
 from ._model import StageModel
+from ._restated import kept_facts
 
 __all__ = ["CompactionPlan", "compact_subject", "compaction_parts"]
 
@@ -45,26 +50,40 @@ class CompactionPlan:
     """Model calls made: one per part of the subject's facts."""
     left_out: int = 0
     """Facts not shown to the model: longer than a merged fact may be, or too long to share a call."""
+    kept_out: int = 0
+    """Facts not shown to the model because the memory policy keeps them out (they stay as they are)."""
 
 
 async def compact_subject(
-    model: StageModel, *, ctx: MemoryContext, subject: str, facts: Sequence[Fact], now: datetime
+    model: StageModel,
+    *,
+    ctx: MemoryContext,
+    subject: str,
+    facts: Sequence[Fact],
+    now: datetime,
+    policy: MemoryPolicy | None = None,
 ) -> CompactionPlan:
-    """One model call for one subject's facts (one per part when they do not fit one call)."""
-    own = {f.id: f for f in facts if f.subject == subject and f.status == "active"}
+    """One model call for one subject's facts (one per part when they do not fit one call).
+
+    ``policy``: facts it keeps out are not shown, so no merge carries them.
+    """
+    active = [f for f in facts if f.subject == subject and f.status == "active"]
+    own = {f.id: f for f in kept_facts(policy, active)}
+    kept_out, stored = len(active) - len(own), {f.id for f in active}
     if len(own) < 2:
-        return CompactionPlan()
+        return CompactionPlan(kept_out=kept_out)
     mergeable = [f for f in own.values() if len(f.text) <= compact.MAX_TEXT]
     if len(mergeable) < 2:
-        return CompactionPlan(left_out=len(own))
-    inputs = compact.Input(subject=subject, facts=mergeable)
+        return CompactionPlan(left_out=len(own), kept_out=kept_out)
+    inputs = compact.Input(subject=subject, facts=mergeable, policy=policy)
 
     async def run(budget: Budget) -> list[tuple[set[str], compact.Output]]:
         parts = compaction_parts(budget, inputs)
         return [({f.id for f in part.facts}, await model.run(_STAGE, part)) for part in parts]
 
     answers = await fitted(model, _STAGE, run, inputs)
-    plan = CompactionPlan(calls=len(answers), left_out=len(own) - sum(len(shown) for shown, _ in answers))
+    left_out = len(own) - sum(len(shown) for shown, _ in answers)
+    plan = CompactionPlan(calls=len(answers), left_out=left_out, kept_out=kept_out)
     used: set[str] = set()
     for shown, merge in ((shown, m) for shown, output in answers for m in output.merges):
         ids = list(dict.fromkeys(merge.source_ids))
@@ -74,8 +93,8 @@ async def compact_subject(
         sources = [own[i] for i in ids]
         text = " ".join(merge.text.split())
         new_id = fact_id(ctx, subject=subject, text=text)
-        if new_id in own and new_id not in ids:
-            plan.refused += 1  # the merged text is another, unmerged fact of this subject
+        if new_id in stored and new_id not in ids:
+            plan.refused += 1  # the merged text is another, unmerged fact of this subject (maybe one kept out)
             continue
         used.update(ids)
         # When the merged text is one of the sources, that fact survives (same id) and absorbs the others.

@@ -4,6 +4,8 @@ Facts too many (or too long) for the model's input budget are digested in parts 
 merged (:func:`~._budget.merged`, the recipe the episode encoder shares): every fact given is read, a
 fact longer than a third of a call in consecutive pieces. The facts come most confident first,
 so the first part holds the most confident ones; the previous digest is shown to the final call only.
+Under a memory policy, facts and relations it keeps out are never shown (:mod:`._restated`), and every
+call is told the policy.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._records import Edge, Fact
 from tiermem.prompts import digest
 
 from ._budget import PART_SHARE, Budget, fitted, merged
 from ._model import StageModel
+from ._restated import kept_edges, kept_facts
 
 __all__ = ["WrittenDigest", "digest_parts", "write_digest"]
 
@@ -31,6 +35,8 @@ class WrittenDigest:
     """Model calls it took: more than one when the facts were digested in parts and merged."""
     parts: int = 1
     """Parts the facts were cut into (1: shown whole)."""
+    kept_out: int = 0
+    """Facts given that the memory policy keeps out of the digest (not shown to the model)."""
 
 
 async def write_digest(
@@ -40,9 +46,17 @@ async def write_digest(
     edges: Sequence[Edge],
     user_names: Sequence[str],
     previous: str | None,
+    policy: MemoryPolicy | None = None,
 ) -> WrittenDigest:
-    """One model call, or one per part and the merges of their digests for facts too many for one."""
-    inputs = digest.Input(facts=list(facts), edges=list(edges), user_names=list(user_names), previous=previous)
+    """One model call, or one per part and the merges of their digests for facts too many for one.
+
+    ``policy``: what the digest may not restate; the facts and relations it keeps out are not shown.
+    """
+    kept = kept_facts(policy, facts)
+    inputs = digest.Input(
+        facts=kept, edges=kept_edges(policy, edges, facts, kept), user_names=list(user_names), previous=previous,
+        policy=policy,
+    )  # fmt: skip
 
     async def run(budget: Budget) -> tuple[int, list[digest.Output]]:
         parts = digest_parts(budget, inputs)
@@ -61,7 +75,8 @@ async def write_digest(
         return len(parts), outputs + merges
 
     parts, outputs = await fitted(model, _STAGE, run, inputs)
-    return WrittenDigest(text=" ".join(outputs[-1].text.split()), calls=len(outputs), parts=parts)
+    text = " ".join(outputs[-1].text.split())
+    return WrittenDigest(text=text, calls=len(outputs), parts=parts, kept_out=len(facts) - len(kept))
 
 
 def digest_parts(budget: Budget, inputs: digest.Input) -> list[digest.Input]:

@@ -1,6 +1,9 @@
 """The rules model's writing stages: the digest (a templated narrative) and compaction.
 
 Part of the offline rules model (:mod:`tiermem.pipelines._rules`): pure Python, deterministic, no network.
+Both honour a memory policy where they can: besides the facts' stored labels and subjects (which the
+pipelines already filter on), a fact whose words the rules model recognises under an excluded label
+(:func:`~._rules_policy.recognised`) is neither merged nor narrated.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from tiermem.memory._subjects import USER
 from tiermem.prompts import compact as compact_prompt
 from tiermem.prompts import digest as digest_prompt
 
+from ._restated import kept_edges, kept_facts
+from ._rules_policy import recognised
 from ._sentences import (
     APPOSITION,
     COUPLES,
@@ -31,7 +36,7 @@ __all__ = ["compact", "digest"]
 def compact(inputs: compact_prompt.Input) -> compact_prompt.Output:
     """Merge near-duplicate facts of the one subject: the fullest wording stands for its group."""
     groups: list[list[Fact]] = []
-    for fact in sorted(inputs.facts, key=lambda f: (f.created_at, f.id)):
+    for fact in sorted(kept_facts(inputs.policy, inputs.facts, recognised), key=lambda f: (f.created_at, f.id)):
         text = strip_apposition(fact.text)
         group = next((g for g in groups if jaccard(text, strip_apposition(g[0].text)) >= 0.6), None)
         if group is None:
@@ -146,14 +151,13 @@ def digest(inputs: digest_prompt.Input) -> digest_prompt.Output:
     """A templated narrative: the user's facts first, then other people in relation to the user.
 
     Narrates only what it is given that holds now: active facts and current edges. The previous
-    digest is never carried over (it may state what has since been superseded).
+    digest is never carried over (it may state what has since been superseded). Under a policy, what it
+    recognises as kept out is not narrated.
     """
-    inputs = inputs.model_copy(
-        update={
-            "facts": [f for f in inputs.facts if f.status == "active"],
-            "edges": [e for e in inputs.edges if e.current],
-        }
-    )
+    active = [f for f in inputs.facts if f.status == "active"]
+    kept = kept_facts(inputs.policy, active, recognised)
+    edges = kept_edges(inputs.policy, [e for e in inputs.edges if e.current], active, kept)
+    inputs = inputs.model_copy(update={"facts": kept, "edges": edges})
     aliases = user_aliases(inputs.user_names)
     first = inputs.user_names[0].strip() if inputs.user_names and inputs.user_names[0].strip() else ""
     name = first[:1].upper() + first[1:] if first else "The user"

@@ -1,5 +1,6 @@
 """How a memory policy is told to a model and held against its answer: one home for every stage that writes
-memories (observe, observe_window, encode_episode, consolidate, encode_consolidate).
+memories or restates them (observe, observe_window, encode_episode, consolidate, encode_consolidate, and
+the digest and compaction, which must not restate what the policy keeps out).
 
 :func:`policy_rules` renders the policy (instructions, the allowed labels, what is kept out) as the last
 paragraph of a stage's system prompt; :func:`labelled` narrows a stage's output so each item's

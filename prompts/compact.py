@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._records import Fact
 from tiermem.memory._stage import ChatMessages, Stage
 
-VERSION = "compact-v1"
+from ._policy import policy_rules
+
+VERSION = "compact-v2"
 MAX_TEXT = 1000
 """Characters a merged fact may have: a longer fact cannot be merged without losing detail."""
 
@@ -19,6 +22,9 @@ class Input(BaseModel):
 
     subject: str = Field(description="The one subject every fact is about.")
     facts: list[Fact] = Field(description="Active facts of that subject, with ids.")
+    policy: MemoryPolicy | None = Field(
+        default=None, description="What to remember and what to leave out: a merged fact says none of the latter."
+    )
 
 
 class Merge(BaseModel):
@@ -45,7 +51,7 @@ are unrelated, do not invent anything, and keep the subject: every merged fact i
 def _render(inputs: Input) -> ChatMessages:
     lines = "\n".join(f"- id={f.id} {f.text}" for f in inputs.facts)
     return [
-        {"role": "system", "content": TEXT.format(subject=inputs.subject)},
+        {"role": "system", "content": TEXT.format(subject=inputs.subject) + policy_rules(inputs.policy, labels=False)},
         {"role": "user", "content": f"Facts:\n{lines}"},
     ]
 

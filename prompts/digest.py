@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tiermem.memory._policy import MemoryPolicy
 from tiermem.memory._records import Edge, Fact
 from tiermem.memory._stage import ChatMessages, Stage
 
-VERSION = "digest-v3"
+from ._policy import policy_rules
+
+VERSION = "digest-v4"
 
 
 class Input(BaseModel):
@@ -23,6 +26,9 @@ class Input(BaseModel):
         default_factory=list,
         description="Digests of parts of the facts, most confident part first, for facts too many to show whole "
         "(the facts and relations are then not shown).",
+    )
+    policy: MemoryPolicy | None = Field(
+        default=None, description="What to remember and what to leave out: the digest restates none of the latter."
     )
 
 
@@ -44,7 +50,9 @@ date: keep nothing from it that the facts do not support. A past state may appea
 
 
 def _render(inputs: Input) -> ChatMessages:
-    system = TEXT.format(user_names=", ".join(inputs.user_names) or "unknown")
+    system = TEXT.format(user_names=", ".join(inputs.user_names) or "unknown") + policy_rules(
+        inputs.policy, labels=False
+    )
     lines = "\n".join(f"- [{f.subject}] {f.text}" for f in inputs.facts) or "- (none)"
     rels = "\n".join(f"- {e.text}" for e in inputs.edges)
     body = f"Facts:\n{lines}"

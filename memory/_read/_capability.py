@@ -42,6 +42,7 @@ from .._relations import Relations
 from .._scope import checked_string
 from .._store import Store
 from .._tiers import Lineage, Tiers, checked_context, checked_where
+from .._tool_arguments import recall_arguments
 from .._tools import CONNECT, RECALL, MemoryTool, RecallArguments, ToolOption, Toolset, offer
 from .._when import checked_instant, checked_window
 from ._async_tiers import AsyncTiers
@@ -101,6 +102,9 @@ class MemoryCapability:
         needs: dict[ToolOption, object] = {"semantic": self.semantic, "relations": self.relations.options}
         self.tool_options = frozenset(option for option, on in needs.items() if on is not None)
         """The options of the tool table that are on here: which of its tools can be offered."""
+        self.vocabulary: tuple[str, ...] | None = None
+        """The memory policy's labels when the write side has some: the recall tool's ``categories`` may name
+        only these (and its schema lists them). None (a capability alone): any well-formed label."""
 
     @property
     def store(self) -> Store:
@@ -330,10 +334,15 @@ def read_tools(capability: MemoryCapability, ctx: MemoryContext) -> dict[str, Me
     """The tools of the table the read side implements, bound to ``ctx`` by name, whether offered or not
     (``tools()`` and the write side choose among them with :func:`~tiermem.memory._tools.offer`)."""
 
+    vocabulary = capability.vocabulary
+
     async def recall(args: RecallArguments) -> list[RankedMemoryItem]:
+        # checked here too: REST validates its body with the table's model, not the narrowed one
+        categories = checked_categories(args.categories, vocabulary=vocabulary)
         return await capability.recall(
             ctx, args.query, limit=args.limit, tiers=args.tiers, subject=args.subject,
-            since=args.since, until=args.until,
+            since=args.since, until=args.until, categories=None if categories is None else sorted(categories),
         )  # fmt: skip
 
-    return {RECALL.name: RECALL.bind(recall), CONNECT.name: capability.relations.connect_tool(ctx)}
+    recall_tool = RECALL.bind(recall, recall_arguments(vocabulary))
+    return {RECALL.name: recall_tool, CONNECT.name: capability.relations.connect_tool(ctx)}

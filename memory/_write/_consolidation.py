@@ -17,6 +17,8 @@ from tiermem.pipelines import (
     StageModel,
     consolidate_episodes,
     encode_and_consolidate,
+    kept_edges,
+    kept_facts,
     write_digest,
 )
 
@@ -25,7 +27,7 @@ from .._clock import Clock
 from .._errors import EmbedderError, ModelError, error_kind
 from .._govern import carry_pins
 from .._identity import fact_set_fingerprint, lease_key
-from .._policy import MemoryPolicy
+from .._policy import MemoryPolicy, policy_fingerprint
 from .._read import MemoryCapability
 from .._records import Digest, Edge, Episode, Fact, MemoryContext, Turn, consolidation_order
 from .._results import ConsolidationResult, DigestResult
@@ -176,10 +178,9 @@ class Consolidation:
         async with held(self.leases, lease_key("consolidate", ctx), holder=self.holder) as lease:
             if lease is None:
                 return ConsolidationResult(busy=True)
-            chosen = policy if self.policy is None else self.policy.overridden_by(policy)
             return await self._consolidate(
                 ctx, batch_size=batch_size, limit=limit, due_only=due_only, include_parked=include_parked,
-                policy=chosen,
+                policy=self.chosen_policy(policy),
             )  # fmt: skip
 
     async def _consolidate(
@@ -263,17 +264,26 @@ class Consolidation:
             log.debug("consolidated %d episodes: %s, %d refused", len(batch), plan.counts, len(plan.refused))
         return result
 
-    async def digest(self, ctx: MemoryContext) -> DigestResult:
+    def chosen_policy(self, policy: MemoryPolicy | None) -> MemoryPolicy | None:
+        """The policy a call runs under: the system's, with the call's override over it."""
+        return policy if self.policy is None else self.policy.overridden_by(policy)
+
+    async def digest(self, ctx: MemoryContext, *, policy: MemoryPolicy | None = None) -> DigestResult:
         """Write the user's narrative digest from their active facts and current edges (one model call; more, in
         parts, for facts too many for the model's window).
 
         Superseded facts and closed edges are not shown to the model: the digest states what holds now.
-        No call when nothing the latest digest was written from changed: it is returned, ``unchanged``.
+        Nor are facts the memory policy keeps out (``policy``: this call's override of the system's), and
+        the previous digest only when it was written under the same policy.
+        No call when nothing the latest digest was written from changed (its policy included): it is
+        returned, ``unchanged``.
         """
         options = self.capability.digest_options
         if options is None:
             return DigestResult(digest=None)
-        current = await self._current_digest(ctx)  # checked before the lease too: most users have no news
+        policy = self.chosen_policy(policy)
+        mark = policy_fingerprint(policy)
+        current = await self._current_digest(ctx, mark)  # checked before the lease too: most users have no news
         if current is not None:
             return DigestResult(digest=current, unchanged=True)
         async with held(self.leases, lease_key("digest", ctx), holder=self.holder) as lease:
@@ -284,18 +294,22 @@ class Consolidation:
                 return DigestResult(digest=None)
             edges = await run_blocking(self.relations.current_edges, ctx)  # empty when relations are off
             previous = await run_blocking(self.tiers.latest_digest, ctx)
-            if digest_current(previous, facts, edges):  # another process wrote it while we waited
+            if digest_current(previous, facts, edges, mark):  # another process wrote it while we waited
                 return DigestResult(digest=previous, unchanged=True)
             now = self.clock.now()
-            # The digest reads at most max_facts: pinned ones first, then the most confident (decayed to now).
-            ranked = sorted(facts, key=lambda f: (not f.pinned, -self.capability.item(f, now).confidence, f.id))
+            # The digest reads at most max_facts of those the policy keeps: pinned ones first, then the most
+            # confident (decayed to now).
+            kept = kept_facts(policy, facts)
+            kept_relations = kept_edges(policy, edges, facts, kept)  # not those only kept-out facts support
+            ranked = sorted(kept, key=lambda f: (not f.pinned, -self.capability.item(f, now).confidence, f.id))
             ranked = ranked[: options.max_facts]
             aliases = await run_blocking(self.tiers.aliases, ctx)
             names = [name.title() for name, subject in aliases.items() if subject == "user"]
             try:
                 written_text = await write_digest(
-                    self.stages, facts=ranked, edges=edges, user_names=names,
-                    previous=previous.text if previous else None,
+                    self.stages, facts=ranked, edges=kept_relations, user_names=names, policy=policy,
+                    # one written under another policy may say what this one keeps out
+                    previous=previous.text if previous and _policy_mark(previous) == mark else None,
                 )  # fmt: skip
             except (ModelError, EmbedderError) as exc:
                 log.warning("digest deferred (%s failure): %s", error_kind(exc), loggable(exc))
@@ -303,28 +317,36 @@ class Consolidation:
             meta = {
                 "fingerprint": fact_set_fingerprint(facts), "edges": fact_set_fingerprint(edges),
                 "model": self.stages.name, "calls": written_text.calls, "parts": written_text.parts,
-                "facts_left_out": len(facts) - len(ranked),
+                "facts_left_out": len(kept) - len(ranked), "facts_kept_out": len(facts) - len(kept), "policy": mark,
             }  # fmt: skip
             written = await run_blocking(
                 self.tiers.set_digest, ctx, written_text.text, provenance=[f.id for f in ranked], metadata=meta
             )
             return DigestResult(digest=written)
 
-    async def _current_digest(self, ctx: MemoryContext) -> Digest | None:
-        """The latest digest when it is still current (see :func:`digest_current`), else None."""
+    async def _current_digest(self, ctx: MemoryContext, mark: str) -> Digest | None:
+        """The latest digest when it is still current under the policy ``mark`` (see :func:`digest_current`)."""
         latest = await run_blocking(self.tiers.latest_digest, ctx)
         if latest is None:
             return None
         facts = await run_blocking(self.tiers.facts, ctx)
         edges = await run_blocking(self.relations.current_edges, ctx)
-        return latest if digest_current(latest, facts, edges) else None
+        return latest if digest_current(latest, facts, edges, mark) else None
 
 
-def digest_current(latest: Digest | None, facts: Sequence[Fact], edges: Sequence[Edge]) -> bool:
+def _policy_mark(digest: Digest) -> str:
+    """The fingerprint of the policy ``digest`` was written under ("" for none, and for digests older than it)."""
+    return str(digest.metadata.get("policy", ""))
+
+
+def digest_current(latest: Digest | None, facts: Sequence[Fact], edges: Sequence[Edge], policy: str = "") -> bool:
     """Whether ``latest`` still says what a rewrite would be given: no active fact came, went or changed since
-    (its fingerprint), every fact it was written from is still active (its provenance), and no current edge
-    changed (a digest written before edges were fingerprinted is judged on its facts)."""
+    (its fingerprint), every fact it was written from is still active (its provenance), no current edge
+    changed (a digest written before edges were fingerprinted is judged on its facts), and it was written
+    under the memory policy whose :func:`~tiermem.memory._policy.policy_fingerprint` is ``policy``."""
     if latest is None or not facts or latest.metadata.get("fingerprint") != fact_set_fingerprint(facts):
+        return False
+    if _policy_mark(latest) != policy:
         return False
     if not set(latest.provenance) <= {f.id for f in facts}:
         return False

@@ -87,6 +87,7 @@ class MemorySystem:
         self.capability = capability
         self.policy = policy_of(policy)
         """What the write side remembers and leaves out (``system(policy=..., instructions=..., categories=...)``)."""
+        capability.vocabulary = (self.policy.labels or None) if self.policy is not None else None  # recall tool's
         self.tiers = capability.tiers
         self.relations = capability.relations
         self.stages = stages
@@ -390,14 +391,18 @@ class MemorySystem:
         return fact_set_fingerprint(facts)
 
     @_fenced
-    async def digest(self, ctx: MemoryContext) -> DigestResult:
+    async def digest(
+        self, ctx: MemoryContext, *, policy: MemoryPolicy | Mapping[str, object] | None = None
+    ) -> DigestResult:
         """Write the user's narrative digest from their active facts and current edges (one model call; more, in
         parts, for facts too many for the model's window).
 
         Superseded facts and closed edges are not shown to the model: the digest states what holds now.
+        Nor are the facts the memory policy keeps out; the model is told the policy.
+        ``policy``: this call's override of the system's memory policy (the fields it sets replace the system's).
         """
         checked_context(ctx)
-        return await self._consolidation.digest(ctx)
+        return await self._consolidation.digest(ctx, policy=policy_of(policy))
 
     # -- retries ----------------------------------------------------------------------------
 

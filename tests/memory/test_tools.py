@@ -111,7 +111,9 @@ def test_schemas_lists_every_tool(tools: Toolset) -> None:
 def test_recall_schema_requires_a_query(recall_tool: MemoryTool) -> None:
     parameters = recall_tool.parameters
     assert parameters["required"] == ["query"]
-    assert {"query", "limit", "tiers", "subject", "since", "until", "verbose"} == set(parameters["properties"])
+    assert {"query", "limit", "tiers", "subject", "since", "until", "verbose", "categories"} == set(
+        parameters["properties"]
+    )
     assert not {"user_id", "namespace", "session_id"} & set(parameters["properties"])
 
 

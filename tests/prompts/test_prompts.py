@@ -65,8 +65,8 @@ def test_every_prompt_module_has_one_stage() -> None:
         "encode-episode-v2",
         "consolidate-v4",
         "encode-consolidate-v3",
-        "digest-v3",
-        "compact-v1",
+        "digest-v4",
+        "compact-v2",
         "redact-v1",
     }
     assert len({s.name for s in prompts.STAGES}) == len(prompts.STAGES)
