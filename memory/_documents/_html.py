@@ -19,6 +19,14 @@ _BLOCKS = frozenset(
      "footer", "aside", "nav", "figcaption", "caption", "tr", "ul", "ol", "dl", "table", "br", "hr", "body", "form"}
 )  # fmt: skip
 _SKIPPED = frozenset({"script", "style", "noscript", "template", "svg", "head"})
+# An unclosed <head> ends, as browsers parse it, at the first tag that cannot stand in a head (or text);
+# an unclosed <svg> at an HTML tag that breaks out of foreign content (the HTML standard's list).
+_HEAD_CONTENT = frozenset({"title", "meta", "link", "style", "script", "base", "noscript", "template"})
+_BREAKS_OUT_OF_SVG = frozenset(
+    {"b", "big", "blockquote", "body", "br", "center", "code", "dd", "div", "dl", "dt", "em", "embed", "h1", "h2",
+     "h3", "h4", "h5", "h6", "head", "hr", "i", "img", "li", "listing", "menu", "meta", "nobr", "ol", "p", "pre",
+     "ruby", "s", "small", "span", "strong", "strike", "sub", "sup", "table", "tt", "u", "ul", "var"}
+)  # fmt: skip
 
 
 class _Blocks(HTMLParser):
@@ -35,6 +43,7 @@ class _Blocks(HTMLParser):
         self._pre = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._leave_implied(tag)
         if tag in _SKIPPED:
             self._skipping.append(tag)
         elif tag == "title":
@@ -62,6 +71,8 @@ class _Blocks(HTMLParser):
             self._pre -= tag == "pre" and self._pre > 0
 
     def handle_data(self, data: str) -> None:
+        if self._skipping == ["head"] and data.strip() and not self._in_title:  # text: the body has begun
+            self._skipping.pop()
         if self._in_title:
             self.title += data
         elif self._skipping:
@@ -70,6 +81,14 @@ class _Blocks(HTMLParser):
             self._heading[1].append(data)
         else:
             self._buffer.append(data)
+
+    def _leave_implied(self, tag: str) -> None:
+        """End the skipped elements that ``tag`` closes without an end tag (a page's unclosed head or svg)."""
+        while self._skipping and (
+            (self._skipping[-1] == "head" and tag not in _HEAD_CONTENT)
+            or (self._skipping[-1] == "svg" and tag in _BREAKS_OUT_OF_SVG)
+        ):
+            self._skipping.pop()
 
     def _flush(self) -> None:
         text = "".join(self._buffer)

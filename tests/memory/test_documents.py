@@ -270,6 +270,29 @@ def _encrypted_pdf() -> bytes:
 
 
 @pytest.mark.parametrize(
+    ("html", "title", "texts"),
+    [
+        ("<html><head><title>Rota</title><body><p>Nina opens on Mondays.</p>", "Rota", ["Nina opens on Mondays."]),
+        ("<head><meta charset=utf-8><title>Rota</title><h1>Week</h1><p>Tom closes.</p>", "Rota", ["Tom closes."]),
+        ("<head><title>Rota</title>Loose text opens the body.<p>Then a paragraph.</p>", "Rota",
+         ["Loose text opens the body.", "Then a paragraph."]),
+        ("<p>Before.</p><svg><text>axis label</text><p>After an unclosed svg.</p>", None,
+         ["Before.", "After an unclosed svg."]),
+        ("<head><title>Rota</title><style>p { color: red }</style></head><p>Kept.</p>", "Rota", ["Kept."]),
+    ],
+    ids=["unclosed-head-then-body", "unclosed-head-then-heading", "unclosed-head-then-text", "unclosed-svg",
+         "closed-head"],
+)  # fmt: skip
+async def test_html_whose_head_or_svg_is_never_closed_keeps_its_body(
+    mem: MemorySystem, ctx: MemoryContext, html: str, title: str | None, texts: list[str]
+) -> None:
+    """Browsers end an unclosed head at the first body element; before, the whole page was skipped."""
+    report = await mem.ingest(ctx, html.encode(), name="rota.html")
+    assert report.document.title == (title or "rota")
+    assert [c.text for c in _chunks(mem, ctx)] == ["\n\n".join(texts)]
+
+
+@pytest.mark.parametrize(
     ("source", "kwargs", "message"),
     [
         (b"%PDF-1.4\n1 0 obj << /Type /Catalog", {"content_type": "application/pdf"}, "cannot be read"),
