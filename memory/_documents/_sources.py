@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-from .._errors import DocumentError
+from .._errors import DocumentError, InvalidArgumentError
+from .._text import encodable
 from ._parsed import Parsed
 
 __all__ = ["CONTENT_TYPES", "Loaded", "load", "parse"]
@@ -51,6 +52,11 @@ def load(source: object, *, content_type: str | None = None, name: str | None = 
         raise DocumentError(f"content_type must be a string, not {type(content_type).__name__}")
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise DocumentError("name must be a non-empty string (a file name or URL)")
+    if name is not None:
+        try:
+            encodable(name, "name")
+        except InvalidArgumentError as exc:
+            raise DocumentError(str(exc)) from None
     if isinstance(source, bytes | bytearray | memoryview):
         data, origin = bytes(source), name or ""
         if content_type is None and not origin:

@@ -27,7 +27,7 @@ from .._identity import chunk_id, content_hash, document_id
 from .._records import Chunk, Document, MemoryContext
 from .._scope import checked_context, scope
 from .._store import Where
-from .._text import encodable
+from .._text import encodable, encodable_values
 from .._tiers import Tiers
 from ._conversation_import import OBSERVE_WINDOW, HistoryReport
 
@@ -122,8 +122,10 @@ class Ingestion:
             raise InvalidArgumentError(f"max_tokens must be at most {MAX_CHUNK_TOKENS}, not {max_tokens}")
         if title is not None and (not isinstance(title, str) or not title.strip()):
             raise InvalidArgumentError("title must be a non-empty string")
+        encodable(title or "", "title")
         if metadata is not None and not (isinstance(metadata, Mapping) and all(isinstance(k, str) for k in metadata)):
             raise InvalidArgumentError("metadata must be a mapping with string keys")
+        encodable_values(metadata, "metadata")
         loaded = load(source, content_type=content_type, name=name)
         parsed = parse(loaded)
         passages = chunked(parsed, max_tokens=max_tokens, overlap=overlap, count=self.count)

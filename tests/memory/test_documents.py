@@ -327,9 +327,13 @@ async def test_bad_input_raises_and_writes_nothing(
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"max_tokens": 8}, {"max_tokens": 5000}, {"overlap": 200}, {"title": ""}],
-    ids=["tiny", "huge", "overlap", "title"],
-)
+    [
+        {"max_tokens": 8}, {"max_tokens": 5000}, {"overlap": 200}, {"title": ""}, {"title": "Notes \ud800"},
+        {"metadata": {"source": "crm \udfff"}}, {"metadata": {"\ud800": "key"}}, {"name": "notes\ud800.txt"},
+    ],
+    ids=["tiny", "huge", "overlap", "title", "title-surrogate", "metadata-surrogate", "metadata-key-surrogate",
+         "name-surrogate"],
+)  # fmt: skip
 async def test_bad_options_raise_before_writing(
     mem: MemorySystem, ctx: MemoryContext, kwargs: dict[str, object]
 ) -> None:
