@@ -246,7 +246,8 @@ class RecallOptions(_Options):
         default=0,
         ge=0,
         le=10,
-        description="Search again with the cue plus the rarest words of the first this many results, and merge (0: off).",
+        description="Search again with the cue plus the rarest word of each of the first this many results, "
+        "and merge the two lists (0: off).",
     )
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-
 __all__ = ["Scored", "diversified"]
 
 # (score, memory id, position among the candidates)
