@@ -61,6 +61,12 @@ VARIANTS: dict[str, tuple[dict[str, Any], int]] = {
     "old tier priors (0.8 episodic, 0.7 digest, 0.9 relation)": ({"tier_weights": OLD_TIERS}, 0),
     "old meaning_weight 0.5": ({"meaning_weight": 0.5}, 0),
     "old coverage_weight 0.5": ({"coverage_weight": 0.5}, 0),
+    # issue 34 item 4, multi-hop: switches off by default, measured here
+    "session diversity 0.05 (MMR over sessions)": ({"session_diversity": 0.05}, 1),
+    "session diversity 0.2 (MMR over sessions)": ({"session_diversity": 0.2}, 1),
+    "at most 5 per session first": ({"per_session": 5}, 1),
+    "second hop from the first result": ({"second_hop": 1}, 0),
+    "second hop from the first 3 results": ({"second_hop": 3}, 0),
 }
 
 

@@ -230,6 +230,25 @@ class RecallOptions(_Options):
         le=1,
         description="Share of the next turn's relevance a turn inherits when someone else said it (the reply it got).",
     )
+    # Issue 34 item 4 (multi-hop: evidence spread over sessions): switches measured by bench/ablation.py,
+    # neutral by default.
+    session_diversity: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Each memory already ranked from the same session discounts the next one by this share "
+        "(greedy, MMR over sessions; 0: off).",
+    )
+    per_session: int | None = Field(
+        default=None, ge=1, description="Most memories of one session before every other session's (None: off)."
+    )
+    second_hop: int = Field(
+        default=0,
+        ge=0,
+        le=10,
+        description="Search again with the cue plus the rarest word of each of the first this many results, "
+        "and merge the two lists (0: off).",
+    )
 
 
 T = TypeVar("T", bound=BaseModel)

@@ -35,6 +35,7 @@ from .._options import RecallOptions
 from .._subjects import USER
 from .._text import STOP_WORDS, stem, terms, words
 from .._tiers import built
+from ._diversity import diversified
 from ._relevance import BACKGROUND
 
 __all__ = [
@@ -262,6 +263,9 @@ def rank(
         if i in scores:  # past: scaled down, and below every current fact that replaced it
             scores[i] = min([scores[i] * PAST_WEIGHT, *(0.99 * scores[j] for j in successors if j in scores)])
     scored = sorted(((score, candidates[i].item.id, i) for i, score in scores.items()), key=lambda t: (-t[0], t[1]))
+    if options.session_diversity > 0 or options.per_session is not None:
+        sessions = [c.item.metadata.get("session_id") if c.item.tier == "episodic" else None for c in candidates]
+        scored = diversified(scored, sessions, discount=options.session_diversity, cap=options.per_session)
     scored += _closest_left(candidates, sims, scored, unrelated_similarity, limit)
     # The items were validated when read: only the winners become ranked items, without re-validation.
     return [

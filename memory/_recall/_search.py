@@ -27,6 +27,7 @@ from .._subjects import canonical_subject
 from .._text import stem, terms
 from .._tiers import Lineage, MetadataFilter, Tiers, embedded_text, marked_past, scope, to_memory_item
 from .._when import TALK_WORDS, TimeWindow, time_mention
+from ._hops import merged, widened
 from ._ranking import Candidate, named_subjects, rank, rank_without_cue
 from ._relevance import Calibration, calibration
 
@@ -160,7 +161,10 @@ class Search:
 
             mention = time_mention(cue, as_of or self.tiers.clock.now()) if cue and window is None else None
             if cue is None or mention is None:
-                return ranked(cue, window)
+                first = ranked(cue, window)
+                hops = self.options.second_hop
+                wider = widened(cue, first, hops) if cue and hops and first else None
+                return first if wider is None else merged(first, ranked(wider, window), limit)
             asked = mention.without(cue)
             then = ranked(asked if terms(asked) - _TALK_TERMS else None, mention.window)
             if len(then) >= limit:
