@@ -24,7 +24,7 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Literal
 
 from ._errors import InvalidArgumentError
-from ._records import Digest, Edge, Episode, Fact, Turn, WorkingEntry
+from ._records import Chunk, Digest, Edge, Episode, Fact, Turn, WorkingEntry
 
 Unit = Literal["day", "week", "weekend", "month", "year"]
 
@@ -82,8 +82,9 @@ def checked_window(since: object, until: object) -> TimeWindow | None:
     return TimeWindow(since=first, until=last)
 
 
-def dated_span(record: Turn | Episode | Fact | Edge | Digest | WorkingEntry) -> tuple[datetime, datetime]:
-    """When a memory was said: the first and last instant (the same for all but an episode)."""
+def dated_span(record: Turn | Episode | Fact | Edge | Digest | WorkingEntry | Chunk) -> tuple[datetime, datetime]:
+    """When a memory was said: the first and last instant (the same for all but an episode); a document's
+    passage, when it was ingested."""
     if isinstance(record, Episode):
         return record.started_at, record.ended_at
     if isinstance(record, Fact | Edge):

@@ -20,7 +20,7 @@ from .._errors import InvalidArgumentError
 from .._index import CachedSearches
 from .._items import MemoryItem, RankedMemoryItem
 from .._options import RecallOptions
-from .._records import Alias, Document, Fact, MemoryContext, StoredRecord, Turn, WorkingEntry
+from .._records import Alias, Chunk, Document, Fact, MemoryContext, StoredRecord, Turn, WorkingEntry
 from .._relations import Relations
 from .._store import TableName, Where
 from .._subjects import canonical_subject
@@ -189,9 +189,9 @@ class Search:
         now = self.tiers.clock.now()
         chosen = self.chosen(tiers)
         tables = [table for tier in chosen for table in _SOURCES[tier]]
-        allowed = self.lineage.allowed(ctx, where, window, [t for t in tables if t != "chunks"], categories)
-        if allowed is not None:  # a filter on captured metadata, on when it was said or on labels: no passage has them
-            allowed["chunks"] = frozenset()
+        allowed = self.lineage.allowed(ctx, where, window, tables, categories)
+        # A document's passages are recalled once its last one is written (a rerun finishes a stopped one).
+        unfinished = self.lineage.unfinished_documents(ctx) if "chunks" in tables else frozenset()
         session_seq = self.tiers.session_seq(ctx) if "working" in chosen else 0
         store = self.tiers.store
         if cue is None or not cue.strip():
@@ -228,6 +228,8 @@ class Search:
                 continue
             similarity = meaning[0].similarity(meaning[1], pooled.vectors) if meaning else np.zeros(len(pooled.records))
             for record, sim, lex in zip(pooled.records, similarity.tolist(), pooled.lexical.tolist(), strict=True):
+                if isinstance(record, Chunk) and record.document_id in unfinished:
+                    continue
                 found[(table, record.id)] = Candidate(
                     item=self.item(record, now, session_seq),
                     similarity=sim,

@@ -7,14 +7,14 @@ so does a turn no fact cites. An episode (or working entry) is past when every t
 Recall keeps what is past (it answers "where did I work before?") but marks it and ranks it below
 what replaced it (:func:`.._recall._ranking.rank`).
 
-**Metadata filters.** ``where=`` filters on the metadata captured with a turn
-(``capture(..., metadata={...})``). A memory matches when the filter holds on its own metadata or
-on the metadata of one captured turn it derives from: a turn itself; a working entry, episode or
-fact through the turns in its provenance (any of them: "learnt at least in part from a matching
-turn"); an edge through its provenance and the facts it was derived from. The whole filter must
-hold on one source's metadata (keys of two turns never combine). The digest, a rollup of every
-fact, matches only on its own metadata. Values are compared in Python on the parsed records, never
-put into SQL; only our own ids reach a query, through :func:`.._filters.sql_literal`.
+**Metadata filters.** ``where=`` filters on the metadata captured with a turn (``capture(...,
+metadata={...})``). A memory matches when the filter holds on its own metadata or on the metadata of one
+captured turn it derives from: a turn itself; a working entry, episode or fact through the turns in its
+provenance (any of them: "learnt at least in part from a matching turn"); an edge through its provenance
+and the facts it was derived from. The whole filter must hold on one source's metadata (keys of two
+turns never combine). The digest, a rollup of every fact, matches only on its own metadata, as does a
+document's passage (the metadata given to ``ingest``). Values are compared in Python on the parsed
+records, never put into SQL; only our own ids reach a query, through :func:`.._filters.sql_literal`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, TypeAlias
 
 from .._errors import InvalidArgumentError
 from .._filters import MAX_FILTER_VALUE, Where
-from .._records import Digest, Edge, Episode, Fact, MemoryContext, Turn, WorkingEntry
+from .._records import Chunk, Digest, Document, Edge, Episode, Fact, MemoryContext, Turn, WorkingEntry
 from .._store import Store, TableName
 from .._when import TimeWindow, dated_span
 
@@ -174,6 +174,10 @@ class Lineage:
                 self._cache.popitem(last=False)
         return value
 
+    def unfinished_documents(self, ctx: MemoryContext) -> frozenset[str]:
+        """Ids of ``ctx``'s documents still being ingested (or whose ingestion stopped): their passages wait."""
+        return self._cached("documents", ctx, _pending_ids)  # type: ignore[no-any-return]
+
     # -- currency ---------------------------------------------------------------------------
 
     def _facts(self, ctx: MemoryContext) -> _Facts:
@@ -314,7 +318,7 @@ class Lineage:
             if table == "edges" and facts is None:
                 facts = self._derived(self._rows("facts", ctx), where, turns, set())
             rows = self._rows(table, ctx)
-            if table == "digests":
+            if table in ("digests", "chunks"):
                 out[table] = {rid for rid, row in rows.items() if where.matches(row.metadata)}
             else:
                 out[table] = self._derived(rows, where, turns, facts or set())
@@ -329,7 +333,7 @@ class Lineage:
         }
 
 
-def _index_rows(records: Sequence[Turn | Episode | Fact | Edge | Digest | WorkingEntry]) -> dict[str, _Row]:
+def _index_rows(records: Sequence[Turn | Episode | Fact | Edge | Digest | WorkingEntry | Chunk]) -> dict[str, _Row]:
     return {
         r.id: _Row(
             metadata=r.metadata,
@@ -339,6 +343,10 @@ def _index_rows(records: Sequence[Turn | Episode | Fact | Edge | Digest | Workin
         )
         for r in records
     }
+
+
+def _pending_ids(records: Sequence[Document]) -> frozenset[str]:
+    return frozenset(d.id for d in records if d.status != "complete")
 
 
 def _current(fact: Fact, facts: Mapping[str, Fact]) -> tuple[str, ...]:

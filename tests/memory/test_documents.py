@@ -6,6 +6,7 @@ import io
 import itertools
 import math
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -251,11 +252,45 @@ async def test_recall_ranks_chunks_with_conversation_memories(mem: MemorySystem,
     assert "paid leave in August" in block
 
 
-async def test_a_recall_filtered_on_captured_metadata_leaves_documents_out(
+async def test_a_metadata_filter_matches_a_passage_by_its_documents_metadata(
     mem: MemorySystem, ctx: MemoryContext
 ) -> None:
-    await mem.ingest(ctx, FORMATS["handbook.md"], name="handbook.md")
-    assert await mem.recall(ctx, "paid leave", where={"channel": "chat"}) == []
+    await mem.ingest(ctx, FORMATS["handbook.md"], name="handbook.md", metadata={"team": "people"})
+    await mem.ingest(ctx, b"Paid leave for contractors is agreed per contract.", name="contractors.txt")
+    found = await mem.recall(ctx, "paid leave", tiers=["document"], where={"team": "people"})
+    assert found and {i.metadata["title"] for i in found} == {"Staff handbook"}
+    assert await mem.recall(ctx, "paid leave", where={"team": "sales"}) == []
+    assert await mem.recall(ctx, "paid leave", where={"channel": "chat"}) == []  # a key no document was given
+
+
+async def test_a_time_window_admits_the_passages_of_documents_ingested_within_it(
+    store_path: str, clock: FrozenClock, ctx: MemoryContext
+) -> None:
+    mem = _system(store_path, clock)
+    await mem.ingest(ctx, b"The old office closed its doors for good.", name="old.txt")
+    clock.advance(days=30)
+    ingested = clock.now()
+    await mem.ingest(ctx, b"The new office opens its doors at eight.", name="new.txt")
+    clock.advance(days=1)
+    found = await mem.recall(ctx, "office doors", tiers=["document"], since=ingested - timedelta(hours=1))
+    assert [i.metadata["title"] for i in found] == ["new"]
+    before = await mem.recall(ctx, "office doors", tiers=["document"], until=ingested - timedelta(days=1))
+    assert [i.metadata["title"] for i in before] == ["old"]
+    assert await mem.recall(ctx, "office doors", categories=["work"]) == []  # passages carry no labels
+
+
+async def test_a_document_whose_ingestion_stopped_is_not_recalled_until_it_completes(
+    store_path: str, clock: FrozenClock, ctx: MemoryContext
+) -> None:
+    doc = "\n\n".join(f"Paragraph {i}: the archive box {i} holds the letters of year {1900 + i}." for i in range(80))
+    failing = _system(store_path, clock, _FailingEmbedder(fail_at=2))
+    with pytest.raises(EmbedderError):
+        await failing.ingest(ctx, doc.encode(), name="archive.txt", max_tokens=16, overlap=0)
+    assert _chunks(failing, ctx)  # a batch of its passages is stored...
+    healthy = _system(store_path, clock)
+    assert await healthy.recall(ctx, "archive box letters", tiers=["document"]) == []  # ...and none recalled
+    await healthy.ingest(ctx, doc.encode(), name="archive.txt", max_tokens=16, overlap=0)
+    assert await healthy.recall(ctx, "archive box letters", tiers=["document"])
 
 
 # -- bad input writes nothing ----------------------------------------------------------------------
