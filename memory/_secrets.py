@@ -298,11 +298,11 @@ class Redactor:
 
     def record(self, ctx: MemoryContext, record: _R) -> _R:
         """A stored record (an import's, a caller's episode) with its said text redacted: a turn's messages and
-        context, an episode's summary, a fact's, an observation's or a digest's text."""
+        context, an episode's summary, a fact's, an observation's, a digest's or a chunk's text, a document's title."""
         update: dict[str, object] = {}
         if isinstance(record, Turn):
             update = {"messages": self.messages(ctx, record.messages), "context": self.for_user(ctx, record.context)}
-        for name in ("text", "summary"):
+        for name in ("text", "summary", "title"):
             value = getattr(record, name, None)
             if isinstance(value, str):
                 update[name] = self.for_user(ctx, value)

@@ -2,14 +2,18 @@
 
 The file: a header line (format, export version, store schema version, embedder id, tiermem version,
 the source scope), then one line per record, ``{"kind": ..., "record": {...}}``: aliases, turns,
-working entries, episodes, facts (with provenance and validity), edges, digests. Vectors are not
-exported: an import embeds with the target's embedder, so a file moves between embedders.
+working entries, episodes, facts (with provenance and validity), edges, digests, documents and their
+chunks. Vectors are not exported: an import embeds with the target's embedder, so a file moves between
+embedders.
 
 An import rewrites the scope to the target context and gives every record an id of the target scope:
 the id the library writes it with (a fact's from its subject and text, a turn's from its session and
 idempotency key...). A record keeps its id only when that is what a recipe gives it in the target scope
 (a user importing their own export), so no file can name, and overwrite, another user's record.
-Provenance, supersession links and edge support sets are rewritten to match: importing the same file
+A document's id hashes its chunking, which it does not keep: one the target already holds (the same
+bytes from the same path or URL) is that one, else it is named by its content and its source id (a later
+``ingest`` of the same path in the target replaces it, as a new version would). Provenance, supersession
+links, edge support sets and a chunk's document are rewritten to match: importing the same file
 twice writes nothing new, and later captures and consolidations find the imported records by id. A record
 the target holds in a newer version (a later ``updated_at``) stays as it is: re-importing an older export
 never re-activates a fact updated since.
@@ -34,7 +38,9 @@ from .._blocking import run_blocking
 from .._errors import InvalidArgumentError
 from .._identity import (
     alias_id,
+    chunk_id,
     digest_id,
+    document_id,
     edge_id,
     episode_id,
     fact_id,
@@ -43,7 +49,7 @@ from .._identity import (
     working_entry_id,
 )
 from .._json_input import strict_json
-from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn, WorkingEntry
+from .._records import Alias, Chunk, Digest, Document, Edge, Episode, Fact, MemoryContext, Turn, WorkingEntry
 from .._store import SCHEMA_VERSION, TableName, Where
 from .._subjects import is_canonical_subject
 from .._tiers import checked_context, scope
@@ -67,7 +73,10 @@ _KINDS: dict[str, tuple[TableName, type[BaseModel]]] = {
     "fact": ("facts", Fact),
     "edge": ("edges", Edge),
     "digest": ("digests", Digest),
+    "document": ("documents", Document),
+    "chunk": ("chunks", Chunk),
 }
+_UNEMBEDDED: frozenset[TableName] = frozenset({"aliases", "documents"})  # tables without vectors
 
 
 class ExportReport(BaseModel):
@@ -127,18 +136,31 @@ def _derived_id(kind: str, record: Any, target: MemoryContext) -> str:
         return episode_id(target, session_id=record.session_id)
     if kind == "edge":
         return edge_id(target, source=record.source, relation=record.relation, target=record.target)
+    if kind == "document":
+        return document_id(target, content=record.content_hash, chunking=f"imported:{record.id}")
     # An observation's id hashes its turn and position; in the new scope it is keyed by its content.
     return working_entry_id(target, session_id=record.session_id, subject=record.subject, text=record.text)
 
 
-def _target_id(kind: str, record: Any, target: MemoryContext) -> str:
+def _target_id(kind: str, record: Any, target: MemoryContext, ids: dict[str, str], held: dict[str, str]) -> str:
     """The record's id if a recipe gives it that id in the target scope (an observation's, by its turn and
-    position), else :func:`_derived_id`. Every recipe hashes the scope, so another user's id is never kept."""
+    position), else :func:`_derived_id`; a chunk's by its document's id in ``ids`` and its index; a document
+    the target holds (``held``, by :func:`_same_document`) keeps the target's id. Every recipe hashes the
+    scope, so another user's id is never kept."""
+    if kind == "chunk":
+        return chunk_id(target, document_id=ids.get(record.document_id, record.document_id), index=record.index)
+    if kind == "document" and _same_document(record) in held:
+        return held[_same_document(record)]
     if kind == "working" and record.provenance and record.id.startswith("wm_"):
         turn = _TurnRef(target.namespace, target.user_id, record.session_id, record.provenance[0])
         if any(observation_id(turn, index=i) == record.id for i in range(_POSITIONS)):
             return str(record.id)
     return _derived_id(kind, record, target)
+
+
+def _same_document(record: Document) -> str:
+    """What makes two documents one: the same bytes from the same path or URL."""
+    return f"{record.content_hash}\x1f{record.origin}"
 
 
 def _remap(value: object, ids: dict[str, str]) -> object:
@@ -303,6 +325,10 @@ class Portability:
             records.append((kind, record))
         if header is None:
             raise InvalidArgumentError("the export is empty: no header line")
+        documents = {r.id for kind, r in records if kind == "document"}
+        for kind, r in records:
+            if kind == "chunk" and r.document_id not in documents:  # it would be recalled with no document to cite
+                raise InvalidArgumentError(f"chunk {r.id[:80]!r} names a document the file does not hold")
         return header, records
 
     def import_sync(self, ctx: MemoryContext, source: Source) -> ImportReport:
@@ -310,26 +336,32 @@ class Portability:
         header, parsed = self._parse(source)
         secrets = self.governance.secrets  # an export from elsewhere may say what this store never keeps
         records = [(kind, secrets.record(ctx, record)) for kind, record in parsed]
-        ids = {r.id: _target_id(kind, r, ctx) for kind, r in records}
+        held = {_same_document(d): d.id for d in self.store.query("documents", Where(eq=scope(ctx)))}
+        ids: dict[str, str] = {}
+        for kind, r in records:  # in the file's order: a chunk's document is named before it
+            ids[r.id] = _target_id(kind, r, ctx, ids, held)
         by_table: dict[TableName, list[Any]] = {}
         counts: dict[str, int] = {}
+        kept = set(held.values())  # a document the target holds already: neither it nor its chunks again
         for kind, record in records:
+            counts[kind] = counts.get(kind, 0) + 1
+            if ids[record.id] in kept or (kind == "chunk" and ids[record.document_id] in kept):
+                continue
             update: dict[str, object] = {"id": ids[record.id], "namespace": ctx.namespace, "user_id": ctx.user_id}
             if kind == "turn":  # the key its id is derived from, so a later import of it finds it
                 update["key"] = _turn_key(record)
-            for field in ("provenance", "superseded_by", "support"):
+            for field in ("provenance", "superseded_by", "support", "document_id"):
                 if hasattr(record, field):
                     update[field] = _remap(getattr(record, field), ids)
             if hasattr(record, "metadata"):
                 update["metadata"] = {k: _remap(v, ids) for k, v in record.metadata.items()}
             by_table.setdefault(_KINDS[kind][0], []).append(record.model_copy(update=update))
-            counts[kind] = counts.get(kind, 0) + 1
         for table, rows in by_table.items():
             unique = self._newer(ctx, table, list({r.id: r for r in rows}.values()))
             if not unique:
                 continue
-            if table == "aliases":
-                self.store.upsert("aliases", unique)
+            if table in _UNEMBEDDED:
+                self.store.upsert(table, unique)
             else:
                 self.governance.put(table, unique)
         return ImportReport(records=counts, source={k: str(v) for k, v in header.items()})

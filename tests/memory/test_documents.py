@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 import math
 from collections.abc import Sequence
 from datetime import timedelta
@@ -18,6 +19,7 @@ from tiermem import (
     DocumentError,
     EmbedderError,
     IngestProgress,
+    InvalidArgumentError,
     MemoryContext,
     MemoryNotFoundError,
     MemorySystem,
@@ -422,3 +424,77 @@ async def test_secrets_in_a_document_are_never_stored(mem: MemorySystem, ctx: Me
     assert key not in chunk.text and "[secret:api-key]" in chunk.text
     where = Where(eq={"namespace": ctx.namespace, "user_id": ctx.user_id})
     assert mem.store.text_search("chunks", key, where, limit=5) == []
+
+
+# -- export, import, fork ----------------------------------------------------------------------------
+
+
+async def _exported(mem: MemorySystem, ctx: MemoryContext) -> list[str]:
+    buffer = io.StringIO()
+    await mem.export(ctx, buffer)
+    return buffer.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("target", ["u-1", "u-2"], ids=["same-user-fresh-store", "another-user"])
+async def test_export_then_import_carries_documents_and_their_chunks(
+    mem: MemorySystem, ctx: MemoryContext, store_path: str, clock: FrozenClock, target: str
+) -> None:
+    await mem.ingest(ctx, FORMATS["handbook.md"], name="handbook.md", metadata={"team": "people"})
+    lines = await _exported(mem, ctx)
+    kinds = [json.loads(line)["kind"] for line in lines[1:]]
+    assert kinds.index("document") < kinds.index("chunk")  # what a record points at comes before it
+    fresh = _system(store_path + "-fresh", clock, HashingEmbedder(128))  # another embedder: re-embedded
+    into = MemoryContext(user_id=target)
+
+    report = await fresh.import_(into, lines)
+    (doc,) = await fresh.documents(into)
+    assert report.records["document"] == 1 and report.records["chunk"] == doc.chunks == len(_chunks(mem, ctx))
+    assert (doc.title, doc.status, doc.metadata) == ("Staff handbook", "complete", {"team": "people"})
+    assert {c.document_id for c in _chunks(fresh, into)} == {doc.id}
+    found = await fresh.recall(into, "how many days of paid leave?", tiers=["document"], where={"team": "people"})
+    assert found and "25 days of paid leave" in found[0].text
+    versions = {t: fresh.store.version(t) for t in ("chunks", "documents")}
+    await fresh.import_(into, lines)  # a second import writes nothing
+    assert {t: fresh.store.version(t) for t in ("chunks", "documents")} == versions
+    again = await fresh.ingest(into, FORMATS["handbook.md"], name="handbook.md")  # the path again: replaces it
+    assert [d.id for d in await fresh.documents(into)] == [again.document.id]
+
+
+async def test_an_import_leaves_a_document_the_target_already_holds_as_it_is(
+    mem: MemorySystem, ctx: MemoryContext
+) -> None:
+    other = MemoryContext(user_id="u-2")
+    await mem.ingest(ctx, FORMATS["handbook.md"], name="handbook.md", max_tokens=64, overlap=8)
+    held = await mem.ingest(other, FORMATS["handbook.md"], name="handbook.md")  # chunked otherwise
+    chunks = _chunks(mem, other)
+    await mem.import_(other, await _exported(mem, ctx))
+    assert [d.id for d in await mem.documents(other)] == [held.document.id]
+    assert _chunks(mem, other) == chunks  # nothing of the other chunking mixed in
+
+
+async def test_fork_copies_documents(mem: MemorySystem, ctx: MemoryContext) -> None:
+    await mem.ingest(ctx, FORMATS["handbook.md"], name="handbook.md")
+    copy = MemoryContext(user_id="u-copy")
+    await mem.fork(ctx, copy)
+    assert [d.title for d in await mem.documents(copy)] == ["Staff handbook"]
+    await mem.forget_document(ctx, (await mem.documents(ctx))[0].id)  # the copy is independent
+    assert await mem.recall(copy, "paid leave", tiers=["document"])
+
+
+@pytest.mark.parametrize("change", ["orphan-chunk", "chunk-of-another-user"], ids=["orphan", "other-user"])
+async def test_an_export_with_a_chunk_of_no_document_in_it_is_refused(
+    mem: MemorySystem, ctx: MemoryContext, change: str
+) -> None:
+    await mem.ingest(ctx, FORMATS["handbook.md"], name="handbook.md")
+    lines = await _exported(mem, ctx)
+    rows = [json.loads(line) for line in lines]
+    if change == "orphan-chunk":
+        rows = [r for r in rows if r["kind"] != "document"]
+        message = "names a document the file does not hold"
+    else:
+        next(r for r in rows if r["kind"] == "chunk")["record"]["user_id"] = "u-9"
+        message = "another user"
+    target = MemoryContext(user_id="u-3")
+    with pytest.raises(InvalidArgumentError, match=message):
+        await mem.import_(target, [json.dumps(r) for r in rows])
+    assert await mem.documents(target) == [] and _chunks(mem, target) == []
