@@ -11,9 +11,9 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from agents import Agent, FunctionTool, RunContextWrapper, SQLiteSession
+from agents import Agent, FunctionTool, RunContextWrapper, SQLiteSession, Tool
 from agents.items import TResponseInputItem
-from agents.memory import Session
+from agents.memory import Session, SessionSettings
 from agents.tool_context import ToolContext
 
 from .._errors import InvalidArgumentError
@@ -67,7 +67,7 @@ class TiermemSession:
     :meth:`instructions` (the memory block for the latest user message, below the agent's own prompt).
     """
 
-    session_settings = None
+    session_settings: SessionSettings | None = None  # the SDK's defaults (no history limit)
 
     def __init__(self, memory: MemorySystem, ctx: MemoryContext, *, history: Session | None = None) -> None:
         if ctx.session_id is None:
@@ -110,7 +110,7 @@ class TiermemSession:
         await self.history.clear_session()
         await self.memory.end_session(self.ctx)
 
-    def tools(self, *, write: bool = False) -> list[FunctionTool]:
+    def tools(self, *, write: bool = False) -> list[Tool]:
         """tiermem's tools bound to this user, as the SDK's function tools."""
         return [_function_tool(t) for t in self.memory.tools(self.ctx, write=write)]
 
