@@ -56,8 +56,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize(
     ("blocked", "name", "extra"),
-    [("langgraph", "TiermemStore", "langgraph"), ("agents", "TiermemSession", "openai-agents")],
-    ids=["langgraph", "openai-agents"],
+    [
+        ("langgraph", "TiermemStore", "langgraph"),
+        ("agents", "TiermemSession", "openai-agents"),
+        ("pydantic_ai", "TiermemToolset", "pydantic-ai"),
+    ],
+    ids=["langgraph", "openai-agents", "pydantic-ai"],
 )
 def test_an_adapter_without_its_framework_names_the_extra(tmp_path: Path, blocked: str, name: str, extra: str) -> None:
     """``import tiermem`` never imports a framework; asking for its adapter without it names the extra."""
@@ -66,7 +70,7 @@ def test_an_adapter_without_its_framework_names_the_extra(tmp_path: Path, blocke
     (guard / "sitecustomize.py").write_text(f"import sys\nsys.modules[{blocked!r}] = None\n")
     script = (
         "import sys, tiermem\n"
-        "assert not {'langgraph', 'agents'} & {m.split('.')[0] for m in sys.modules if sys.modules[m]}\n"
+        "assert not {'langgraph', 'agents', 'pydantic_ai'} & {m.split('.')[0] for m in sys.modules if sys.modules[m]}\n"
         f"from tiermem import {name}\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}

@@ -12,7 +12,7 @@ its top) and private folders, one per concern. The parts, bottom up::
     prompts, pipelines                                   jobs    scheduled work
     _write      the composition root: the only part importing pipelines and jobs
     _rest       the REST server's app (FastAPI), run by ``tiermem serve``
-    _adapters   framework adapters (LangGraph's store, the Agents SDK's session), each importing its framework
+    _adapters   framework adapters (LangGraph, the Agents SDK, Pydantic AI), each importing its framework
     _cli        the command line, the demo and the MCP server
     facade      tiermem/__init__.py
 
@@ -99,6 +99,7 @@ ENGINE_HOMES = {
     "pypdf": f"{MEMORY}._documents._pdf",
     "langgraph": f"{MEMORY}._adapters._langgraph",
     "agents": f"{MEMORY}._adapters._agents",
+    "pydantic_ai": f"{MEMORY}._adapters._pydantic_ai",
 }
 OLD_TOP_LEVEL = frozenset({"memory", "pipelines", "jobs", "prompts"})
 

@@ -122,7 +122,7 @@ from .memory._write import (
 )
 
 if TYPE_CHECKING:
-    from .memory._adapters import TiermemSession, TiermemStore
+    from .memory._adapters import TiermemSession, TiermemStore, TiermemToolset
     from .memory._llm import LLM
 
 
@@ -134,7 +134,7 @@ def __getattr__(name: str) -> object:
         from .memory._llm import LLM
 
         return LLM
-    if name in ("TiermemStore", "TiermemSession"):
+    if name in ("TiermemStore", "TiermemSession", "TiermemToolset"):
         from .memory import _adapters
 
         return getattr(_adapters, name)
@@ -235,6 +235,7 @@ __all__ = [
     "TiermemError",
     "TiermemSession",
     "TiermemStore",
+    "TiermemToolset",
     "ToolEnvelope",
     "Toolset",
     "Turn",

@@ -11,6 +11,7 @@ __all__ = ["ADAPTERS", "load"]
 ADAPTERS = {
     "TiermemStore": ("._langgraph", "langgraph", "langgraph"),
     "TiermemSession": ("._agents", "openai-agents", "agents"),
+    "TiermemToolset": ("._pydantic_ai", "pydantic-ai", "pydantic_ai"),
 }
 """An adapter's name -> (its module here, the extra installing its framework, the framework's import name)."""
 
