@@ -217,6 +217,10 @@ class TiermemStore(BaseStore):
             raise InvalidArgumentError(f"a store value must be a dict, not {type(op.value).__name__}")
         if op.ttl is not None:
             raise InvalidArgumentError("this store keeps no TTL: items live until deleted (or erase_user)")
+        try:
+            value = json.loads(json.dumps(op.value))  # JSON's types only, as every LangGraph store keeps
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"a store value must be JSON (dicts, lists, strings, numbers): {exc}") from exc
         index = op.index if isinstance(op.index, list) else None
         namespace = tuple(op.namespace)
         meta: dict[str, object] = {
@@ -224,7 +228,7 @@ class TiermemStore(BaseStore):
             _NS: _dotted(namespace),
             _PREFIXES: [_dotted(namespace[:n]) for n in range(1, len(namespace) + 1)],
             _KEY: op.key,
-            _VALUE: json.loads(json.dumps(op.value)),  # JSON's types only, as every LangGraph store keeps
+            _VALUE: value,
         }
         created = old.metadata.get(_CREATED) if old is not None else None
         meta[_CREATED] = created or self.memory.clock.now().isoformat()  # kept across puts, as LangGraph's

@@ -107,6 +107,7 @@ async def test_list_namespaces(store: TiermemStore) -> None:
             ("memories", "alice"), {"content": "x"}, {"ttl": 5.0}, NotImplementedError, id="ttl-langgraph-refuses"
         ),
         pytest.param(("memories", "a.b"), {"content": "x"}, {}, InvalidNamespaceError, id="dotted-label"),
+        pytest.param(("memories", "alice"), {"content": {1, 2}}, {}, InvalidArgumentError, id="not-json"),
     ],
 )
 async def test_bad_puts_are_refused_and_write_nothing(
