@@ -12,6 +12,7 @@ its top) and private folders, one per concern. The parts, bottom up::
     prompts, pipelines                                   jobs    scheduled work
     _write      the composition root: the only part importing pipelines and jobs
     _rest       the REST server's app (FastAPI), run by ``tiermem serve``
+    _adapters   framework adapters (LangGraph, the Agents SDK, Pydantic AI), each importing its framework
     _cli        the command line, the demo and the MCP server
     facade      tiermem/__init__.py
 
@@ -35,7 +36,7 @@ from tests.sources import FACADE, MODULES, REPO, STDLIB, Module, imports_in, our
 MEMORY = "tiermem.memory"
 FOLDERS = (
     "_index", "_store", "_llm", "_embed", "_tiers", "_relations", "_recall", "_govern", "_read", "_write", "_rest",
-    "_cli", "_documents",
+    "_cli", "_documents", "_adapters",
 )  # fmt: skip
 # What each part may import (besides itself), bottom up.
 MAY_IMPORT: dict[str, frozenset[str]] = {
@@ -70,6 +71,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     ),
     "testing": frozenset({"vocabulary", "_store", "_embed", "_llm", "prompts"}),
     "_rest": frozenset({"vocabulary", "_govern", "_read", "_write"}),
+    "_adapters": frozenset({"vocabulary", "_write"}),
     "_cli": frozenset({"vocabulary", "_store", "_embed", "_tiers", "_govern", "_read", "_write", "_rest", "testing"}),
     FACADE: frozenset({"vocabulary", *FOLDERS}) - {"_index", "_rest", "_cli"},
 }
@@ -95,6 +97,9 @@ ENGINE_HOMES = {
     "onnxruntime": f"{MEMORY}._embed",
     "markdown_it": f"{MEMORY}._documents._markdown",
     "pypdf": f"{MEMORY}._documents._pdf",
+    "langgraph": f"{MEMORY}._adapters._langgraph",
+    "agents": f"{MEMORY}._adapters._agents",
+    "pydantic_ai": f"{MEMORY}._adapters._pydantic_ai",
 }
 OLD_TOP_LEVEL = frozenset({"memory", "pipelines", "jobs", "prompts"})
 

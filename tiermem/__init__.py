@@ -122,15 +122,22 @@ from .memory._write import (
 )
 
 if TYPE_CHECKING:
+    from .memory._adapters import TiermemSession, TiermemStore, TiermemToolset
     from .memory._llm import LLM
 
 
 def __getattr__(name: str) -> object:
-    """``LLM`` imports litellm, which is slow to import: load it on first use only."""
+    """``LLM`` imports litellm, which is slow to import: load it on first use only. The framework adapters
+    import their frameworks (each an extra), so they too load on first use; without the extra, using one
+    raises ConfigurationError naming it."""
     if name == "LLM":
         from .memory._llm import LLM
 
         return LLM
+    if name in ("TiermemStore", "TiermemSession", "TiermemToolset"):
+        from .memory import _adapters
+
+        return getattr(_adapters, name)
     raise AttributeError(f"module 'tiermem' has no attribute {name!r}")
 
 
@@ -226,6 +233,9 @@ __all__ = [
     "SystemClock",
     "Tier",
     "TiermemError",
+    "TiermemSession",
+    "TiermemStore",
+    "TiermemToolset",
     "ToolEnvelope",
     "Toolset",
     "Turn",
