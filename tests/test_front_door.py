@@ -29,6 +29,9 @@ NAMESPACES = {
     "tiermem": {"memory", "pipelines", "jobs", "prompts"},
     "tiermem.memory": {"testing"},
 }
+# Names a package serves on first use from an extra's framework: out of ``__all__``, so that
+# ``from tiermem import *`` needs none of them installed.
+OPTIONAL = {"tiermem": {"TiermemSession", "TiermemStore", "TiermemToolset"}}
 
 
 def _ruf022_key(name: str) -> tuple[int, list[int | str]]:
@@ -102,7 +105,7 @@ def test_all_is_exactly_the_public_names(package: str) -> None:
     defined, imported = _top_level_names(MODULES[package].path)
     exported = set(_all(package))
     if MODULES[package].is_package:
-        assert exported == (defined | imported) - NAMESPACES.get(package, set())
+        assert exported == (defined | imported) - NAMESPACES.get(package, set()) - OPTIONAL.get(package, set())
     else:
         assert defined <= exported, f"defined here but not exported: {sorted(defined - exported)}"
         assert exported <= defined | imported, f"exported but not bound here: {sorted(exported - defined - imported)}"
@@ -285,3 +288,9 @@ def test_capability_signatures_match_the_protocol(method: str) -> None:
     assert [p.kind for p in got.parameters.values()] == [p.kind for p in wanted.parameters.values()]
     assert [p.default for p in got.parameters.values()] == [p.default for p in wanted.parameters.values()]
     assert inspect.iscoroutinefunction(getattr(MemoryCapability, method))
+
+
+def test_a_star_import_needs_no_framework_installed() -> None:
+    """The adapters are served on first use (each needs its framework); ``import *`` never touches them."""
+    assert not OPTIONAL["tiermem"] & set(tiermem.__all__)
+    assert all(hasattr(tiermem, name) for name in OPTIONAL["tiermem"])  # the test extra installs the frameworks

@@ -122,14 +122,17 @@ from .memory._write import (
 )
 
 if TYPE_CHECKING:
-    from .memory._adapters import TiermemSession, TiermemStore, TiermemToolset
+    from .memory._adapters import TiermemSession as TiermemSession  # served by __getattr__, out of __all__
+    from .memory._adapters import TiermemStore as TiermemStore
+    from .memory._adapters import TiermemToolset as TiermemToolset
     from .memory._llm import LLM
 
 
 def __getattr__(name: str) -> object:
     """``LLM`` imports litellm, which is slow to import: load it on first use only. The framework adapters
     import their frameworks (each an extra), so they too load on first use; without the extra, using one
-    raises ConfigurationError naming it."""
+    raises ConfigurationError naming it. They stay out of ``__all__``: ``from tiermem import *`` must not
+    need every framework installed."""
     if name == "LLM":
         from .memory._llm import LLM
 
@@ -233,9 +236,6 @@ __all__ = [
     "SystemClock",
     "Tier",
     "TiermemError",
-    "TiermemSession",
-    "TiermemStore",
-    "TiermemToolset",
     "ToolEnvelope",
     "Toolset",
     "Turn",
