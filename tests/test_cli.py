@@ -45,6 +45,7 @@ HISTORY = [
 COMMANDS = [
     "users", "show", "search", "get", "history", "stats", "graph", "forget", "erase", "pin", "unpin",
     "export", "import", "import-history", "ingest", "demo", "worker", "janitor", "mcp", "reembed", "serve",
+    "ui",
 ]  # fmt: skip
 
 

@@ -27,7 +27,12 @@ from tests.subprocesses import clean_env, run_python
 pytestmark = [pytest.mark.xdist_group("packaging"), pytest.mark.slow]
 OLD_TOP_LEVEL = set(SUBPACKAGES)
 PROJECT_FILES = ("pyproject.toml", "README.md", "LICENSE", "tiermem", *SUBPACKAGES)
-ASSETS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "memory" / "_assets").rglob("*") if p.is_file())
+ASSETS = sorted(
+    p.relative_to(REPO).as_posix()
+    for folder in ("_assets", "_rest/_ui")  # the embedders' files; the web inspector's pages and scripts
+    for p in (REPO / "memory" / folder).rglob("*")
+    if p.is_file()
+)
 
 
 @dataclass(frozen=True)

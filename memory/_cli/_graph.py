@@ -10,13 +10,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Any, Literal, cast
 
 from .._errors import ConfigurationError
 from .._items import MemoryItem
+from .._read import graph_data
 from .._subjects import USER
 
-__all__ = ["GRAPHVIZ_MISSING", "graph_data", "graph_dot", "render_dot"]
+__all__ = ["GRAPHVIZ_MISSING", "graph_dot", "render_dot"]
 
 GRAPHVIZ_MISSING = (
     "--format {fmt} needs Graphviz's `dot` program, which is not on PATH: install Graphviz "
@@ -29,30 +30,10 @@ def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
 
 
-def _ends(edges: Sequence[MemoryItem]) -> list[tuple[str, str, str]]:
-    return [(str(e.metadata["source"]), str(e.metadata["relation"]), str(e.metadata["target"])) for e in edges]
-
-
-def _nodes(subjects: Iterable[str], ends: Sequence[tuple[str, str, str]]) -> list[str]:
-    return sorted({*subjects, *(s for s, _, _ in ends), *(t for _, _, t in ends)})
-
-
-def graph_data(subjects: Iterable[str], edges: Sequence[MemoryItem]) -> dict[str, object]:
-    """The graph as JSON values: the nodes, and each edge with its id and whether it still holds."""
-    ends = _ends(edges)
-    return {
-        "nodes": _nodes(subjects, ends),
-        "edges": [
-            {"id": e.id, "source": s, "relation": r, "target": t, "current": e.metadata.get("current") is not False}
-            for e, (s, r, t) in zip(edges, ends, strict=True)
-        ],
-    }
-
-
 def graph_dot(name: str, subjects: Iterable[str], edges: Sequence[MemoryItem]) -> str:
     """DOT text of a directed graph: ``subjects`` and the endpoints of ``edges`` (relation items) as nodes."""
-    ends = _ends(edges)
-    nodes = _nodes(subjects, ends)
+    data = graph_data(subjects, edges)
+    nodes, drawn = cast(list[str], data["nodes"]), cast(list[dict[str, Any]], data["edges"])
     lines = [
         f"digraph {_quoted(name)} {{",
         "  rankdir=LR;",
@@ -62,10 +43,12 @@ def graph_dot(name: str, subjects: Iterable[str], edges: Sequence[MemoryItem]) -
     for node in nodes:
         style = ", style=filled, fillcolor=lightblue" if node == USER else ""
         lines.append(f"  {_quoted(node)} [label={_quoted(node)}{style}];")
-    for edge, (source, relation, target) in zip(edges, ends, strict=True):
+    for edge in drawn:
         closed = ', style=dashed, color=gray, fontcolor=gray, tooltip="no longer holds"'
-        style = closed if edge.metadata.get("current") is False else ""
-        lines.append(f"  {_quoted(source)} -> {_quoted(target)} [label={_quoted(relation)}{style}];")
+        style = "" if edge["current"] else closed
+        lines.append(
+            f"  {_quoted(edge['source'])} -> {_quoted(edge['target'])} [label={_quoted(edge['relation'])}{style}];"
+        )
     lines.append("}")
     return "\n".join(lines) + "\n"
 

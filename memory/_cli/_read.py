@@ -12,10 +12,11 @@ import click
 
 from .._errors import InvalidArgumentError
 from .._items import MemoryItem
+from .._read import graph_data
 from .._records import MemoryContext
 from .._store import TIER_TABLES
 from .._write import MemorySystem
-from ._graph import graph_data, graph_dot, render_dot
+from ._graph import graph_dot, render_dot
 from ._options import (
     awaited,
     data_options,

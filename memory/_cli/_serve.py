@@ -1,15 +1,17 @@
-"""``tiermem serve``: the REST server (memory/_rest) on uvicorn, one user per API key of the operator's keys file."""
+"""``tiermem serve``: the REST server (memory/_rest) on uvicorn, one user per API key of the operator's keys file;
+``tiermem ui``: the web inspector (memory/_rest's inspector) on uvicorn, for whoever holds its address."""
 
 from __future__ import annotations
 
 import logging
+import secrets
 
 import click
 
 from .._errors import ConfigurationError
 from ._options import awaited, given, keep, open_system
 
-__all__ = ["COMMANDS", "serve"]
+__all__ = ["COMMANDS", "serve", "ui"]
 
 
 @click.command()
@@ -60,4 +62,58 @@ def serve(keys_file: str, model: str | None, host: str, port: int, create: bool,
     awaited(run())
 
 
-COMMANDS = (serve,)
+@click.command()
+@click.option("--store", expose_value=False, callback=keep("store"), help="as the global one")
+@click.option("--embedder", expose_value=False, callback=keep("embedder"), help="as the global one")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="address to bind (not loopback: a token is needed)"
+)
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="port to listen on")
+@click.option("--allow-writes", is_flag=True, help="offer pin, unpin, forget, erase and export")
+@click.option(
+    "--model",
+    help="with --allow-writes: litellm model string or 'rules' (forget's rewrites) [default: from the environment]",
+)
+@click.option(
+    "--token",
+    envvar="TIERMEM_UI_TOKEN",
+    help="secret every request must carry [default: none on 127.0.0.1, else a new one, printed] "
+    "[env: TIERMEM_UI_TOKEN]",
+)
+def ui(host: str, port: int, allow_writes: bool, model: str | None, token: str | None) -> None:
+    """Serve a web inspector of a store (needs tiermem[ui]): users, tiers, facts and their history, episodes,
+    the digest, pending work, recall with why each result ranks, and the relations graph.
+
+    Read-only unless --allow-writes. Plain HTTP: bind beyond 127.0.0.1 only on a network you trust."""
+    try:
+        import uvicorn
+
+        from .._rest import build_inspector, is_loopback
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"tiermem ui needs FastAPI, Jinja2 and uvicorn: pip install 'tiermem[ui]' ({exc})"
+        ) from None
+    if token is not None and len(token) < 16:
+        raise ConfigurationError("--token: give at least 16 characters (or leave it out for a new one)")
+    loopback = is_loopback(host)
+    if token is None and not loopback:
+        token = secrets.token_urlsafe(24)
+    mem = open_system(read_only=not allow_writes, model=model if allow_writes else "rules")
+    app = build_inspector(mem, allow_writes=allow_writes, token=token, loopback=loopback)
+    shown = f"[{host}]" if ":" in host else host
+    address = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+    mode = "writes allowed" if allow_writes else "read-only"
+    click.echo(f"tiermem ui: {address} (store {given('store') or mem.store.uri}, {mode})")
+    logging.getLogger().setLevel(logging.INFO)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)  # no token in a log
+
+    async def run() -> None:
+        try:
+            await uvicorn.Server(config).serve()
+        finally:
+            await mem.aclose()
+
+    awaited(run())
+
+
+COMMANDS = (serve, ui)

@@ -1,0 +1,173 @@
+"""``tiermem ui``: a web inspector of a store, server-rendered pages over the operations the CLI and REST use.
+
+Read-only unless built with ``allow_writes``: then pin/unpin, forget, erase (after typing the user id)
+and export are offered, each calling the same ``MemorySystem`` method as ``tiermem pin`` or ``DELETE
+/v1/memories/{id}``. Who may reach it is :mod:`._guard`'s business. Pages load nothing from the network:
+the graph is laid out by a small force simulation in ``static/graph.js``.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Form, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from pydantic import ValidationError
+
+from .._errors import InvalidArgumentError, MemoryNotFoundError, TiermemError
+from .._read import graph_data
+from .._records import MemoryContext
+from .._write import MemorySystem
+from ._guard import InspectorGuard
+from ._statuses import status_of
+
+__all__ = ["PAGE_LIMIT", "build_inspector"]
+
+log = logging.getLogger("tiermem.ui")
+
+FILES = Path(__file__).with_name("_ui")
+PAGE_LIMIT = 200
+"""Most memories a list on a page shows; the page says when there are more."""
+HTML = HTMLResponse
+
+
+class ReadOnlyError(TiermemError):
+    """A write asked of an inspector started without ``--allow-writes``."""
+
+
+def _who(namespace: str, user_id: str) -> MemoryContext:
+    try:
+        return MemoryContext(namespace=namespace, user_id=user_id)
+    except ValidationError as exc:
+        raise InvalidArgumentError(f"not a user: {exc.errors()[0]['msg']}") from None
+
+
+def build_inspector(mem: MemorySystem, *, allow_writes: bool = False, token: str | None = None,
+                    loopback: bool = True) -> FastAPI:  # fmt: skip
+    """The inspector over ``mem``; ``token``: required of every request; ``loopback``: served on 127.0.0.1."""
+    app = FastAPI(title="tiermem ui", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(InspectorGuard, token=token, loopback=loopback)
+    app.mount("/static", StaticFiles(directory=FILES / "static"), name="static")
+    pages = Jinja2Templates(directory=FILES)
+    pages.env.globals["writes"] = allow_writes
+
+    def page(request: Request, name: str, status: int = 200, **values: Any) -> HTMLResponse:
+        return pages.TemplateResponse(request, name, values, status_code=status)
+
+    @app.exception_handler(TiermemError)
+    async def refused(request: Request, exc: TiermemError) -> HTMLResponse:
+        status = 403 if isinstance(exc, ReadOnlyError) else status_of(exc)
+        log.log(logging.ERROR if status >= 500 else logging.INFO, "%s %s: %s", request.method, request.url.path,
+                type(exc).__name__)  # fmt: skip
+        return page(request, "error.html", status, error=type(exc).__name__, message=str(exc))
+
+    def known(namespace: str, user_id: str) -> MemoryContext:
+        who = _who(namespace, user_id)
+        if who not in mem.tiers.users():
+            raise MemoryNotFoundError(f"the store holds nothing of {user_id!r} in namespace {namespace!r}")
+        return who
+
+    def writable() -> None:
+        if not allow_writes:
+            raise ReadOnlyError("this inspector is read-only: start it with `tiermem ui --allow-writes`")
+
+    async def listed(who: MemoryContext, **filters: Any) -> tuple[list[Any], bool]:
+        found = await mem.list(who, limit=PAGE_LIMIT, **filters)
+        return list(found.items), found.next_cursor is not None
+
+    @app.get("/", response_class=HTML)
+    async def index(request: Request) -> HTMLResponse:
+        spaces: dict[str, list[str]] = {}
+        for who in mem.tiers.users():
+            spaces.setdefault(who.namespace, []).append(who.user_id)
+        return page(request, "index.html", spaces=spaces, store=mem.store.uri)
+
+    @app.get("/u/{namespace}/{user_id}", response_class=HTML)
+    async def user(request: Request, namespace: str, user_id: str) -> HTMLResponse:
+        who = known(namespace, user_id)
+        facts, more_facts = await listed(who, tier="semantic")
+        episodes, more_episodes = await listed(who, tier="episodic")
+        digests, _ = await listed(who, tier="digest")
+        working, _ = await listed(who, tier="working")
+        parked, _ = await listed(who, tier="episodic", status=["parked", "failed"])
+        return page(
+            request, "user.html", who=who, stats=await mem.stats(who), facts=facts, more_facts=more_facts,
+            episodes=episodes, more_episodes=more_episodes, digest=digests[-1] if digests else None,
+            working=working, parked=parked,
+        )  # fmt: skip
+
+    @app.get("/u/{namespace}/{user_id}/memory/{memory_id}", response_class=HTML)
+    async def memory(request: Request, namespace: str, user_id: str, memory_id: str) -> HTMLResponse:
+        who = known(namespace, user_id)
+        item = await mem.get(who, memory_id)
+        return page(request, "memory.html", who=who, item=item, versions=await mem.history(who, memory_id))
+
+    @app.get("/u/{namespace}/{user_id}/search", response_class=HTML)
+    async def search(request: Request, namespace: str, user_id: str,
+                     q: Annotated[str, Query(max_length=2000)] = "") -> HTMLResponse:  # fmt: skip
+        who = known(namespace, user_id)
+        results = await mem.recall(who, q, limit=20) if q.strip() else []
+        return page(request, "search.html", who=who, query=q, results=results)
+
+    @app.get("/u/{namespace}/{user_id}/graph", response_class=HTML)
+    async def graph(request: Request, namespace: str, user_id: str) -> HTMLResponse:
+        return page(request, "graph.html", who=known(namespace, user_id))
+
+    @app.get("/u/{namespace}/{user_id}/graph.json")
+    async def graph_json(namespace: str, user_id: str) -> dict[str, object]:
+        who = known(namespace, user_id)
+        edges, _ = await listed(who, tier="relation")
+        return graph_data(await mem.subjects(who), edges)
+
+    # -- governance: each only with allow_writes ----------------------------------------------------
+
+    def back(who: MemoryContext, memory_id: str | None = None) -> RedirectResponse:
+        path = f"/u/{who.namespace}/{who.user_id}" + (f"/memory/{memory_id}" if memory_id else "")
+        return RedirectResponse(path, status_code=303)
+
+    @app.post("/u/{namespace}/{user_id}/memory/{memory_id}/pin")
+    async def pin(namespace: str, user_id: str, memory_id: str,
+                  pinned: Annotated[bool, Form()]) -> RedirectResponse:  # fmt: skip
+        writable()
+        who = known(namespace, user_id)
+        await (mem.pin if pinned else mem.unpin)(who, memory_id)
+        return back(who, memory_id)
+
+    @app.post("/u/{namespace}/{user_id}/memory/{memory_id}/forget", response_class=HTML)
+    async def forget(request: Request, namespace: str, user_id: str, memory_id: str) -> HTMLResponse:
+        writable()
+        who = known(namespace, user_id)
+        report = await mem.forget(who, memory_id)
+        return page(request, "done.html", who=who, what=f"Forgot {memory_id}", report=report.model_dump())
+
+    @app.get("/u/{namespace}/{user_id}/erase", response_class=HTML)
+    async def erase_form(request: Request, namespace: str, user_id: str) -> HTMLResponse:
+        writable()
+        return page(request, "erase.html", who=known(namespace, user_id))
+
+    @app.post("/u/{namespace}/{user_id}/erase", response_class=HTML)
+    async def erase(request: Request, namespace: str, user_id: str,
+                    confirm: Annotated[str, Form()] = "") -> HTMLResponse:  # fmt: skip
+        writable()
+        who = known(namespace, user_id)
+        if confirm != who.user_id:
+            raise InvalidArgumentError(f"erase deletes all of {who.user_id!r} for good: type the user id to confirm")
+        report = await mem.erase_user(who)
+        return page(request, "done.html", who=None, what=f"Erased {who.user_id}", report=report.model_dump())
+
+    @app.get("/u/{namespace}/{user_id}/export")
+    async def export(namespace: str, user_id: str) -> Response:
+        writable()  # an export carries everything of the user out of the store
+        who = known(namespace, user_id)
+        lines = io.StringIO()
+        await mem.export(who, lines)
+        name = f"tiermem-{who.namespace}-{who.user_id}.jsonl"
+        disposition = {"Content-Disposition": f'attachment; filename="{name}"'}
+        return Response(lines.getvalue(), media_type="application/x-ndjson", headers=disposition)
+
+    return app
