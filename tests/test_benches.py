@@ -31,3 +31,21 @@ def test_every_bench_imports(tmp_path: Path) -> None:
     done = run_python(IMPORT_ALL, str(BENCH), *SCRIPTS, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", done.stdout
+
+
+def test_the_documents_bench_runs_in_its_smoke_mode(tmp_path: Path) -> None:
+    """bench/documents.py end to end on two documents with the hashing embedder: both tables, every method scored."""
+    out = tmp_path / "RESULTS-documents.md"
+    done = run_python(
+        "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')",
+        str(BENCH / "documents.py"), "--smoke", "--embedder", "hashing", "--out", str(out),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = {line.split(" | ")[0].strip("| "): line for line in out.read_text().splitlines() if line.startswith("| ")}
+    for method in ("tiermem recall (document tier)", "fixed 800-char windows, plain cosine",
+                   "tiermem recall, mixed with conversation memories"):  # fmt: skip
+        hit1, hit3 = (float(v) for v in rows[method].strip("| ").split(" | ")[1:3])
+        assert 0 <= hit1 <= hit3 <= 1
+    ingest = rows["tiermem ingest (parse, chunk, redact, embed, store)"].strip("| ").split(" | ")
+    assert int(ingest[2]) > 0 and int(ingest[4]) > 0  # chunks and pages ingested
