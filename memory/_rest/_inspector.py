@@ -36,8 +36,8 @@ PAGE_LIMIT = 200
 HTML = HTMLResponse
 
 
-class ReadOnlyError(TiermemError):
-    """A write asked of an inspector started without ``--allow-writes``."""
+class _ReadOnly(Exception):
+    """A write asked of an inspector started without ``--allow-writes`` (the page's 403, not an API error)."""
 
 
 def _who(namespace: str, user_id: str) -> MemoryContext:
@@ -61,10 +61,14 @@ def build_inspector(mem: MemorySystem, *, allow_writes: bool = False, token: str
 
     @app.exception_handler(TiermemError)
     async def refused(request: Request, exc: TiermemError) -> HTMLResponse:
-        status = 403 if isinstance(exc, ReadOnlyError) else status_of(exc)
+        status = status_of(exc)
         log.log(logging.ERROR if status >= 500 else logging.INFO, "%s %s: %s", request.method, request.url.path,
                 type(exc).__name__)  # fmt: skip
         return page(request, "error.html", status, error=type(exc).__name__, message=str(exc))
+
+    @app.exception_handler(_ReadOnly)
+    async def read_only(request: Request, exc: _ReadOnly) -> HTMLResponse:
+        return page(request, "error.html", 403, error="ReadOnly", message=str(exc))
 
     def known(namespace: str, user_id: str) -> MemoryContext:
         who = _who(namespace, user_id)
@@ -74,7 +78,7 @@ def build_inspector(mem: MemorySystem, *, allow_writes: bool = False, token: str
 
     def writable() -> None:
         if not allow_writes:
-            raise ReadOnlyError("this inspector is read-only: start it with `tiermem ui --allow-writes`")
+            raise _ReadOnly("this inspector is read-only: start it with `tiermem ui --allow-writes`")
 
     async def listed(who: MemoryContext, **filters: Any) -> tuple[list[Any], bool]:
         found = await mem.list(who, limit=PAGE_LIMIT, **filters)
