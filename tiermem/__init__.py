@@ -21,6 +21,7 @@ from .memory._embed import (
     StaticEmbedder,
 )
 from .memory._errors import (
+    AccessDeniedError,
     ConfigurationError,
     DocumentError,
     EmbedderError,
@@ -138,6 +139,7 @@ __all__ = [
     "LLM",
     "MEMORY_CAPABILITY_PRESETS",
     "USER",
+    "AccessDeniedError",
     "Alias",
     "Blocking",
     "CapabilityPreset",
