@@ -82,6 +82,12 @@ class McpConfig:
     """Offer the write tools ``remember`` and ``forget`` (:func:`build_server` then needs the write side's forget)."""
     user_header: str | None = None
     """On HTTP: the request header that names the user (set by the operator's proxy, never by the client)."""
+    read_scopes: tuple[str, ...] = ()
+    """Shared scopes recalled with the user's own (each needs the operator's grant in the store)."""
+    write_scope: str | None = None
+    """The shared scope the ``remember`` tool writes to with ``scope="shared"`` (needs a write grant)."""
+    agent_id: str | None = None
+    """The agent served: ``remember`` with ``scope="agent"`` writes to ``agent:<id>`` (needs a write grant)."""
 
 
 def capability_options(config: McpConfig) -> dict[str, Any]:
@@ -115,7 +121,7 @@ class _Memory:
         header = self.config.user_header
         if header is None:
             assert self.config.user_id is not None
-            return MemoryContext(namespace=self.config.namespace, user_id=self.config.user_id)
+            return self.scoped(self.config.user_id)
         http = getattr(request, "request", None) if request is not None else None
         headers = getattr(http, "headers", None)
         # Every value the request carries: a proxy that appends its header behind the client's makes two,
@@ -129,9 +135,17 @@ class _Memory:
         if not value.strip():
             raise MCPError(types.INVALID_REQUEST, f"the {header} header is empty")
         try:
-            return MemoryContext(namespace=self.config.namespace, user_id=value)
+            return self.scoped(value)
         except ValidationError:
             raise MCPError(types.INVALID_REQUEST, f"the {header} header is not a valid user id") from None
+
+    def scoped(self, user_id: str) -> MemoryContext:
+        """``user_id``'s context with the configured shared scopes (checked against the grants when used)."""
+        config = self.config
+        return MemoryContext(
+            namespace=config.namespace, user_id=user_id, read_scopes=config.read_scopes,
+            write_scope=config.write_scope, agent_id=config.agent_id,
+        )  # fmt: skip
 
     def tools(self, ctx: MemoryContext) -> dict[str, tuple[ToolSpec[BaseModel], MemoryTool]]:
         """The tools bound to ``ctx`` by their MCP name (``recall``, ``connect``, ``remember``, ``forget``),

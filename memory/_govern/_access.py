@@ -96,6 +96,8 @@ class Access:
         """``ctx`` if its user holds a grant for every shared scope it asks for (write for its write_scope),
         else AccessDeniedError: nothing of the call is read or written. Every front calls this first."""
         ctx = checked_context(ctx)
+        if shared_kind(ctx.user_id) is not None:  # only model_copy, which skips the validator, makes one
+            raise AccessDeniedError(f"user_id {ctx.user_id!r} names a shared scope: no context acts as one")
         if not ctx.shared:
             return ctx  # the user's own memory: no grant to read
         held = self._held(ctx.namespace, ctx.user_id)
@@ -118,7 +120,8 @@ class Access:
         and hold a write grant for it."""
         ctx = self.check(ctx)
         if scope is None or scope not in (ctx.write_scope, ctx.agent_scope):
-            raise AccessDeniedError(f"the context does not name {scope!r} as its write scope or agent")
+            raise AccessDeniedError(f"no write grant applies: the context names {scope!r} as neither its write scope "
+                                    "nor its agent's scope")  # fmt: skip
         if _RANK.get(self._held(ctx.namespace, ctx.user_id).get(scope, ""), 0) < _RANK["write"]:
             raise AccessDeniedError(f"user {ctx.user_id!r} holds no write grant for {scope!r}")
         return self._owner(ctx, scope)

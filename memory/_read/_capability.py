@@ -218,7 +218,7 @@ class MemoryCapability:
         """Say which memories of a recall helped: ``used`` ones are reinforced, ``unhelpful`` ones lose a
         step of confidence (never below 0, never when pinned). Only ids that recall returned; once per
         receipt (the same call again changes nothing). Each change shows in ``history``."""
-        await self.checked(ctx)
+        await self._checked(ctx)
         return await run_blocking(
             apply_feedback, self.governance, self.receipts, ctx, receipt, used=used, unhelpful=unhelpful
         )
@@ -312,17 +312,17 @@ class MemoryCapability:
 
     async def subjects(self, ctx: MemoryContext) -> list[str]:
         """The canonical subjects the user's memories are about."""
-        return await self.governance.subjects(await self.checked(ctx))
+        return await self.governance.subjects(await self._checked(ctx))
 
     async def stats(self, ctx: MemoryContext) -> MemoryStats:
         """Counts per tier and status, pending work, and the store's bytes on disk."""
-        return await self.governance.stats(await self.checked(ctx))
+        return await self.governance.stats(await self._checked(ctx))
 
     async def export(self, ctx: MemoryContext, destination: Destination) -> ExportReport:
         """Write the user's memory as JSON Lines (a header, then every record) to a path or text file."""
-        return await self.portability.export(await self.checked(ctx), destination)
+        return await self.portability.export(await self._checked(ctx), destination)
 
-    async def checked(self, ctx: MemoryContext) -> MemoryContext:
+    async def _checked(self, ctx: MemoryContext) -> MemoryContext:
         """``ctx``, once :meth:`Access.check` passed it (off the event loop: it reads the grants)."""
         return await run_blocking(self.access.check, ctx)
 

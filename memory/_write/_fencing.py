@@ -7,6 +7,7 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from .._blocking import run_blocking
 from .._records import MemoryContext
 
 __all__ = ["fenced"]
@@ -26,7 +27,7 @@ def fenced(
     async def run(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
         for arg in (*args, *kwargs.values()):
             if isinstance(arg, MemoryContext):
-                await self.capability.checked(arg)
+                await run_blocking(self.capability.access.check, arg)
         async with self.store.fenced():
             return await method(self, *args, **kwargs)
 

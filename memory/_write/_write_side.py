@@ -446,7 +446,7 @@ class MemorySystem:
         Shared memories the user contributed stay, no longer naming them (``keep_shared=False``: they go too);
         their grants are revoked.
         """
-        ctx = await self.capability.checked(ctx)
+        ctx = await run_blocking(self.capability.access.check, ctx)
         self._background.drop(ctx)  # its queued turns: not observed, not written back
         if keep_shared:
             await run_blocking(anonymise, self.capability, ctx)
