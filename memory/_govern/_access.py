@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._errors import AccessDeniedError, InvalidArgumentError
 from .._records import MemoryContext, shared_kind
@@ -83,8 +83,8 @@ class Access:
     def _checked(namespace: str, user_id: str, scope: str) -> MemoryContext:
         try:
             return MemoryContext(namespace=namespace, user_id=user_id, read_scopes=(scope,))
-        except ValueError as exc:  # pydantic's: an id or scope malformed
-            raise InvalidArgumentError(str(exc).splitlines()[-1].strip()) from None
+        except ValidationError as exc:  # an id or scope malformed
+            raise InvalidArgumentError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
 
     def _held(self, namespace: str, user_id: str) -> dict[str, str]:
         """The scopes ``user_id`` of ``namespace`` holds, with their right."""

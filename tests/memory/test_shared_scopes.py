@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 from mcp import types
 
 from tests.prebuilt import prebuilt
@@ -30,6 +31,7 @@ from tiermem import (
     Toolset,
     system,
 )
+from tiermem.memory._cli._main import cli
 from tiermem.memory._cli._mcp import McpConfig, _Memory
 from tiermem.memory._rest import build_app
 from tiermem.memory._rest._keys import ApiKeys, KeyGrant
@@ -356,3 +358,21 @@ async def test_erasing_a_scope_removes_it_whole(mem: MemorySystem) -> None:
     assert not any(r["user_id"] == TEAM for r in rows(mem)["facts"])
     assert rows(mem)["facts"] and rows(mem, OTHER)["facts"]  # the agent's memory, the other namespace's team
     assert {g.scope for g in await mem.grants("default")} == {AGENT}
+
+
+def test_the_cli_grants_lists_and_revokes(tmp_path: Path) -> None:
+    store = ["--store", str(tmp_path / "store"), "--embedder", "hashing"]
+
+    def run(*args: str) -> str:
+        done = CliRunner().invoke(cli, [*store, *args], catch_exceptions=False)
+        assert done.exit_code == 0, done.output
+        return done.stdout
+
+    assert run("grant", "alice", "--scope", TEAM, "--write").startswith(f"granted write on {TEAM} to default/alice")
+    assert json.loads(run("--json", "grants")) == [
+        {"namespace": "default", "user_id": "alice", "scope": TEAM, "right": "write"}
+    ]
+    assert run("revoke", "alice", "--scope", TEAM).startswith("revoked")
+    assert run("grants").strip() == "no grants"
+    refused = CliRunner().invoke(cli, [*store, "grant", "alice", "--scope", "eng"])
+    assert refused.exit_code == 1 and "team:<id>" in refused.output
