@@ -38,6 +38,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
+from .._blocking import run_blocking
 from .._errors import ConfigurationError
 from .._read import MemoryCapability, create_memory_capability
 from .._records import MemoryContext
@@ -212,7 +213,7 @@ class _Memory:
     async def read_resource(
         self, request: ServerRequestContext[object, object], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        ctx = self.context(request)
+        ctx = await run_blocking(self.capability.access.check, self.context(request))  # AccessDeniedError
         uri = str(params.uri)
         if uri == DIGEST_URI:
             digest = await self.capability.latest_digest(ctx)

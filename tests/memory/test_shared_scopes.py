@@ -153,6 +153,13 @@ async def _mcp(mem: MemorySystem, ctx: MemoryContext, name: str, arguments: dict
     return _json(envelope)
 
 
+async def _mcp_facts(mem: MemorySystem, ctx: MemoryContext) -> str:
+    config = McpConfig(store=None, user_id=ctx.user_id, namespace=ctx.namespace, read_scopes=ctx.read_scopes)
+    server = _Memory(config=config, capability=mem.capability, forget=None)
+    params = types.ReadResourceRequestParams(uri="tiermem://facts")  # type: ignore[arg-type]
+    return _json((await server.read_resource(None, params)).model_dump())  # type: ignore[arg-type]
+
+
 async def _rest(mem: MemorySystem, ctx: MemoryContext, method: str, url: str, **kwargs: Any) -> str:
     key = "k" * 40
     grant = KeyGrant(key=key, namespace=ctx.namespace, user_id=ctx.user_id, read_scopes=ctx.read_scopes,
@@ -184,6 +191,7 @@ READS: dict[str, Read] = {
     "stats": lambda m, c, i: _text(m.stats(c)),
     "tool-recall": lambda m, c, i: _tool_call(m.tools(c), "memory_recall", {"query": "release code name"}),
     "mcp-recall": lambda m, c, i: _mcp(m, c, "recall", {"query": "release code name deploy"}),
+    "mcp-facts": lambda m, c, i: _mcp_facts(m, c),
     "rest-recall": lambda m, c, i: _rest(m, c, "POST", "/v1/recall", json={"query": "release code name"}),
     "rest-context": lambda m, c, i: _rest(m, c, "POST", "/v1/context", json={"input": "release code name"}),
     "rest-list": lambda m, c, i: _rest(m, c, "GET", "/v1/memories", params={"scope": TEAM} if c.read_scopes else {}),
@@ -191,7 +199,12 @@ READS: dict[str, Read] = {
     "rest-history": lambda m, c, i: _rest(m, c, "GET", f"/v1/memories/{i}/history"),
     "rest-export": lambda m, c, i: _rest(m, c, "GET", "/v1/export"),
 }
-NOT_SHARED_READS = {"export", "stats", "rest-export"}  # the user's own memory only, whatever they are granted
+NOT_SHARED_READS = {
+    "export",
+    "stats",
+    "rest-export",
+    "mcp-facts",
+}  # the user's own memory only, whatever they are granted
 
 
 async def _text(result: Awaitable[Any]) -> str:
