@@ -57,6 +57,7 @@ from .memory._govern import (
     ExportReport,
     FeedbackReport,
     ForgetReport,
+    Grant,
     ImportReport,
     MemoryPage,
     MemoryStats,
@@ -119,6 +120,7 @@ from .memory._write import (
     MemorySystem,
     RetryReport,
     SessionResult,
+    SharedProposal,
     system,
 )
 
@@ -166,6 +168,7 @@ __all__ = [
     "Fact",
     "FeedbackReport",
     "ForgetReport",
+    "Grant",
     "HashingEmbedder",
     "HistoryProgress",
     "HistoryReport",
@@ -216,6 +219,7 @@ __all__ = [
     "SemanticOptions",
     "SentenceTransformerEmbedder",
     "SessionResult",
+    "SharedProposal",
     "StageUsage",
     "StaticEmbedder",
     "Store",

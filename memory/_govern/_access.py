@@ -126,13 +126,18 @@ class Access:
             raise AccessDeniedError(f"user {ctx.user_id!r} holds no write grant for {scope!r}")
         return self._owner(ctx, scope)
 
+    def operator_view(self, namespace: str, scope: str) -> MemoryContext:
+        """The owner context of ``scope`` for the operator's own calls (``erase_scope``, ``propose_shared``),
+        which no user's context reaches: the system's API takes no context for them."""
+        return self._owner(self._checked(namespace, "operator", scope), scope)
+
     def erasable(self, namespace: str, scope: str) -> MemoryContext:
         """The operator's erasure of a whole shared scope: its owner context, every grant of it revoked first."""
-        ctx = self._checked(namespace, "operator", scope)
+        owner = self.operator_view(namespace, scope)
         gone = {_key(g.namespace, g.user_id, g.scope): "" for g in self.grants(namespace) if g.scope == scope}
         if gone:
             self.store.set_meta(gone)
-        return self._owner(ctx, scope)
+        return owner
 
     def forget_user(self, namespace: str, user_id: str) -> int:
         """Revoke every grant of an erased user; how many there were."""

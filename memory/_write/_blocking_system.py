@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .._results import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult
     from ._conversation_import import Conversation, HistoryProgress, HistoryReport
     from ._ingest import IngestEstimate, IngestProgress, IngestReport
+    from ._sharing import SharedProposal
 
 __all__ = ["BlockingMemorySystem"]
 
@@ -109,6 +110,7 @@ class BlockingMemorySystem(BlockingMemoryCapability, Protocol):
     @property
     def model_name(self) -> str: ...
     def pin(self, ctx: MemoryContext, id: str) -> Fact | Episode: ...
+    def propose_shared(self, namespace: str, scope: str, *, min_users: int = 2) -> builtins.list[SharedProposal]: ...
     def retry_pending(
         self, ctx: MemoryContext | None = None, *, include_parked: bool = False, due_only: bool = False
     ) -> RetryReport: ...

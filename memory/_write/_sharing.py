@@ -8,12 +8,14 @@ copy (the team still knows it) with its provenance anonymised; erasing the scope
 
 from __future__ import annotations
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from .._errors import InvalidArgumentError
 from .._read import MemoryCapability
 from .._records import Fact, MemoryContext, shared_kind
 from .._store import Where
 
-__all__ = ["ERASED", "SHARED_BY", "anonymise", "contributions", "share"]
+__all__ = ["ERASED", "SHARED_BY", "SharedProposal", "anonymise", "contributions", "proposals", "share"]
 
 SHARED_BY = "shared_by"
 """``metadata`` key of a shared memory: the user who shared or wrote it."""
@@ -54,3 +56,43 @@ def anonymise(capability: MemoryCapability, ctx: MemoryContext) -> int:
         changed.append(fact.model_copy(update={"metadata": {**metadata, SHARED_BY: ERASED}, "provenance": ()}))
     capability.tiers.put_facts(changed)
     return len(changed)
+
+
+class SharedProposal(BaseModel):
+    """A fact several users of a scope hold alike, proposed for the scope: nothing moves until someone shares it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scope: str = Field(description="The shared scope it is proposed for.")
+    subject: str = Field(description="Its subject.")
+    text: str = Field(description="The fact, as the first of its holders has it.")
+    users: tuple[str, ...] = Field(description="The users granted the scope who hold it, sorted.")
+    fact_ids: tuple[str, ...] = Field(description="Their facts, in the order of ``users``: share() takes one.")
+
+
+def _same(text: str) -> str:
+    return " ".join(text.casefold().rstrip(".!").split())
+
+
+def proposals(capability: MemoryCapability, namespace: str, scope: str, *, min_users: int = 2) -> list[SharedProposal]:
+    """Facts held alike (same subject, same words) by at least ``min_users`` of the users granted ``scope``
+    and not yet in it: for the operator or the users to review, then ``share``."""
+    if isinstance(min_users, bool) or not isinstance(min_users, int) or min_users < 2:
+        raise InvalidArgumentError("min_users must be an int of at least 2")
+    owner = capability.access.operator_view(namespace, scope)
+    present = {(f.subject, _same(f.text)) for f in capability.tiers.facts(owner)}
+    held: dict[tuple[str, str], dict[str, Fact]] = {}
+    for grant in capability.access.grants(namespace):
+        if grant.scope == scope:
+            user = MemoryContext(namespace=namespace, user_id=grant.user_id)
+            for fact in capability.tiers.facts(user):
+                held.setdefault((fact.subject, _same(fact.text)), {}).setdefault(grant.user_id, fact)
+    found = []
+    for key, by_user in sorted(held.items()):
+        if len(by_user) >= min_users and key not in present:
+            users = tuple(sorted(by_user))
+            found.append(SharedProposal(
+                scope=scope, subject=key[0], text=by_user[users[0]].text, users=users,
+                fact_ids=tuple(by_user[u].id for u in users),
+            ))  # fmt: skip
+    return found

@@ -47,7 +47,7 @@ from ._fencing import fenced as _fenced
 from ._ingest import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, IngestEstimate, Ingestion, IngestProgress, IngestReport
 from ._pending import PendingRetries
 from ._sessions import Sessions, holder_id
-from ._sharing import anonymise, contributions, share
+from ._sharing import SharedProposal, anonymise, contributions, proposals, share
 from ._write_tools import agent_tools
 
 __all__ = ["MemorySystem"]
@@ -481,6 +481,11 @@ class MemorySystem:
         """Copy the user's fact ``memory_id`` into the shared ``scope`` (the context's write_scope, with a write
         grant): the copy names its origin in provenance and ``metadata["shared_by"]``; the original stays."""
         return await run_blocking(share, self.capability, ctx, memory_id, scope)
+
+    async def propose_shared(self, namespace: str, scope: str, *, min_users: int = 2) -> builtins.list[SharedProposal]:
+        """Facts held alike by at least ``min_users`` of the users granted ``scope`` and not yet in it, proposed for
+        review: nothing moves until a user with a write grant ``share``s one (``fact_ids`` names theirs)."""
+        return await run_blocking(proposals, self.capability, namespace, scope, min_users=min_users)
 
     async def erase_scope(self, namespace: str, scope: str) -> EraseReport:
         """Erase a shared scope whole (every row, old versions purged) and revoke every grant of it."""

@@ -389,3 +389,17 @@ def test_the_cli_grants_lists_and_revokes(tmp_path: Path) -> None:
     assert run("grants").strip() == "no grants"
     refused = CliRunner().invoke(cli, [*store, "grant", "alice", "--scope", "eng"])
     assert refused.exit_code == 1 and "team:<id>" in refused.output
+
+
+async def test_facts_several_granted_users_hold_are_proposed_not_moved(mem: MemorySystem) -> None:
+    await mem.grant("default", "nick", TEAM)
+    for user in ("gina", "nick", "olga"):  # olga holds it too, but is not granted the team
+        await mem.remember(_ctx(user), "The staging database restarts at midnight.")
+    before = rows(mem)
+    proposed = await mem.propose_shared("default", TEAM)
+    assert [(p.text, p.users) for p in proposed] == [("The staging database restarts at midnight.", ("gina", "nick"))]
+    assert rows(mem) == before  # proposed for review: nothing moved
+    await mem.share(CALLERS[1].ctx, proposed[0].fact_ids[0], TEAM)
+    assert await mem.propose_shared("default", TEAM) == []  # in the team now
+    with pytest.raises(InvalidArgumentError):
+        await mem.propose_shared("default", TEAM, min_users=1)
