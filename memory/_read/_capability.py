@@ -103,7 +103,7 @@ class MemoryCapability:
         self.option_conflicts: list[str] = []
         """Explicit options that differ from those recorded in the store (used here, reported, not recorded)."""
         self.portability = Portability(self.governance)
-        self.async_tiers = AsyncTiers(tiers=tiers, relations=self.relations)
+        self.async_tiers = AsyncTiers(tiers=tiers, relations=self.relations, access=self.access)
         needs: dict[ToolOption, object] = {"semantic": self.semantic, "relations": self.relations.options}
         self.tool_options = frozenset(option for option, on in needs.items() if on is not None)
         """The options of the tool table that are on here: which of its tools can be offered."""

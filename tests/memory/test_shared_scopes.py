@@ -192,6 +192,8 @@ READS: dict[str, Read] = {
     "tool-recall": lambda m, c, i: _tool_call(m.tools(c), "memory_recall", {"query": "release code name"}),
     "mcp-recall": lambda m, c, i: _mcp(m, c, "recall", {"query": "release code name deploy"}),
     "mcp-facts": lambda m, c, i: _mcp_facts(m, c),
+    "facts": lambda m, c, i: _text(m.facts(c)),
+    "working-memory": lambda m, c, i: _text(m.working_memory(c)),
     "rest-recall": lambda m, c, i: _rest(m, c, "POST", "/v1/recall", json={"query": "release code name"}),
     "rest-context": lambda m, c, i: _rest(m, c, "POST", "/v1/context", json={"input": "release code name"}),
     "rest-list": lambda m, c, i: _rest(m, c, "GET", "/v1/memories", params={"scope": TEAM} if c.read_scopes else {}),
@@ -199,12 +201,8 @@ READS: dict[str, Read] = {
     "rest-history": lambda m, c, i: _rest(m, c, "GET", f"/v1/memories/{i}/history"),
     "rest-export": lambda m, c, i: _rest(m, c, "GET", "/v1/export"),
 }
-NOT_SHARED_READS = {
-    "export",
-    "stats",
-    "rest-export",
-    "mcp-facts",
-}  # the user's own memory only, whatever they are granted
+# the user's own memory only, whatever they are granted
+NOT_SHARED_READS = {"export", "stats", "rest-export", "mcp-facts", "facts", "working-memory"}
 
 
 async def _text(result: Awaitable[Any]) -> str:
@@ -284,6 +282,8 @@ WRITES: dict[str, Write] = {
         "/v1/capture",
         json={"session_id": "s-1", "messages": [{"role": "user", "content": "We tag every release."}]},
     ),
+    "remember": lambda m, c: m.remember(c, "We tag every release."),
+    "add-working-memory": lambda m, c: m.add_working_memory(c, "Tag every release."),
     "forget-team-fact": lambda m, c: m.forget(c, team_fact(m)),
     "update-team-fact": lambda m, c: m.update(c, team_fact(m), text="Releases have no code name."),
     "erase-user": lambda m, c: m.erase_user(c),
