@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from mcp import types
 from mcp.server import Server, ServerRequestContext
@@ -91,6 +91,14 @@ class McpConfig:
     """The agent served: ``remember`` with ``scope="agent"`` writes to ``agent:<id>`` (needs a write grant)."""
 
 
+def _scoped(config: McpConfig, user_id: str) -> MemoryContext:
+    """``user_id``'s context with the configured shared scopes (checked against the grants when used)."""
+    return MemoryContext(
+        namespace=config.namespace, user_id=user_id, read_scopes=config.read_scopes,
+        write_scope=config.write_scope, agent_id=config.agent_id,
+    )  # fmt: skip
+
+
 def capability_options(config: McpConfig) -> dict[str, Any]:
     """The options the store is opened with, for ``create_memory_capability`` or ``system``."""
     return {
@@ -122,7 +130,7 @@ class _Memory:
         header = self.config.user_header
         if header is None:
             assert self.config.user_id is not None
-            return self.scoped(self.config.user_id)
+            return _scoped(self.config, self.config.user_id)
         http = getattr(request, "request", None) if request is not None else None
         headers = getattr(http, "headers", None)
         # Every value the request carries: a proxy that appends its header behind the client's makes two,
@@ -136,17 +144,9 @@ class _Memory:
         if not value.strip():
             raise MCPError(types.INVALID_REQUEST, f"the {header} header is empty")
         try:
-            return self.scoped(value)
+            return _scoped(self.config, value)
         except ValidationError:
             raise MCPError(types.INVALID_REQUEST, f"the {header} header is not a valid user id") from None
-
-    def scoped(self, user_id: str) -> MemoryContext:
-        """``user_id``'s context with the configured shared scopes (checked against the grants when used)."""
-        config = self.config
-        return MemoryContext(
-            namespace=config.namespace, user_id=user_id, read_scopes=config.read_scopes,
-            write_scope=config.write_scope, agent_id=config.agent_id,
-        )  # fmt: skip
 
     def tools(self, ctx: MemoryContext) -> dict[str, tuple[ToolSpec[BaseModel], MemoryTool]]:
         """The tools bound to ``ctx`` by their MCP name (``recall``, ``connect``, ``remember``, ``forget``),
@@ -245,7 +245,7 @@ def build_server(
             "the MCP server serves one user: give --user-id (or $TIERMEM_USER_ID), or on HTTP --user-header, not both"
         )
     if config.user_id is not None:
-        MemoryContext(namespace=config.namespace, user_id=config.user_id)  # validates both ids
+        _scoped(config, config.user_id)  # validates the ids and the scopes
     if capability is None:  # a server without the write tools never writes: not even a missing table
         capability = create_memory_capability(**capability_options(config), create=config.allow_writes)
     if config.allow_writes and forget is None:
@@ -313,4 +313,7 @@ def config_from(values: Mapping[str, object], environ: Mapping[str, str]) -> Mcp
         relations=bool(values.get("relations")),
         allow_writes=bool(values.get("allow_writes")),
         user_header=pick("user_header", "TIERMEM_USER_HEADER"),
+        read_scopes=tuple(str(v) for v in cast(Sequence[object], values.get("read_scopes") or ())),
+        write_scope=pick("write_scope", "TIERMEM_WRITE_SCOPE"),
+        agent_id=pick("agent_id", "TIERMEM_AGENT_ID"),
     )

@@ -32,7 +32,7 @@ from tiermem import (
     system,
 )
 from tiermem.memory._cli._main import cli
-from tiermem.memory._cli._mcp import McpConfig, _Memory
+from tiermem.memory._cli._mcp import McpConfig, _Memory, build_server, config_from
 from tiermem.memory._rest import build_app
 from tiermem.memory._rest._keys import ApiKeys, KeyGrant
 from tiermem.memory._store import USER_TABLES
@@ -403,3 +403,11 @@ async def test_facts_several_granted_users_hold_are_proposed_not_moved(mem: Memo
     assert await mem.propose_shared("default", TEAM) == []  # in the team now
     with pytest.raises(InvalidArgumentError):
         await mem.propose_shared("default", TEAM, min_users=1)
+
+
+def test_the_mcp_command_line_names_the_scopes(mem: MemorySystem) -> None:
+    values = {"user_id": "gina", "read_scopes": (TEAM,), "write_scope": TEAM, "agent_id": "helper"}
+    server = _Memory(config=config_from(values, {}), capability=mem.capability, forget=None)
+    assert server.context(None) == CALLERS[1].ctx.model_copy(update={"session_id": None})
+    with pytest.raises(ValueError, match="shared scope is"):
+        build_server(config_from({**values, "read_scopes": ("eng",)}, {}), capability=mem.capability)
