@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -87,7 +87,7 @@ class MemoryContext(_Record):
     namespace: str = Field(default="default", description="Application or tenant; nothing crosses it.")
     user_id: str = Field(description="Durable identity of the primary user.")
     session_id: str | None = Field(default=None, description="One conversation; needed to capture turns.")
-    read_scopes: tuple[str, ...] = Field(
+    read_scopes: Sequence[str] = Field(
         default=(),
         description="Shared scopes recalled with the user's own ('team:<id>', 'org:<id>'); each needs a grant.",
     )

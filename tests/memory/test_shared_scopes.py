@@ -143,10 +143,13 @@ async def _export(mem: MemorySystem, ctx: MemoryContext) -> str:
 
 
 async def _mcp(mem: MemorySystem, ctx: MemoryContext, name: str, arguments: dict[str, Any]) -> str:
-    config = McpConfig(store=None, user_id=ctx.user_id, namespace=ctx.namespace, allow_writes=True,
-                       read_scopes=ctx.read_scopes, write_scope=ctx.write_scope, agent_id=ctx.agent_id)  # fmt: skip
+    config = McpConfig(
+        store=None, user_id=ctx.user_id, namespace=ctx.namespace, allow_writes=True,
+        read_scopes=tuple(ctx.read_scopes), write_scope=ctx.write_scope, agent_id=ctx.agent_id,
+    )  # fmt: skip
     server = _Memory(config=config, capability=mem.capability, forget=mem.forget)
-    result = await server.call_tool(None, types.CallToolRequestParams(name=name, arguments=arguments))  # type: ignore[arg-type]
+    params = types.CallToolRequestParams(name=name, arguments=arguments)
+    result = await server.call_tool(None, params)  # type: ignore[arg-type]
     envelope = result.structured_content or {}
     if not envelope.get("ok") and "grant" in str(envelope.get("error")):
         raise AccessDeniedError(str(envelope["error"]))
@@ -154,7 +157,7 @@ async def _mcp(mem: MemorySystem, ctx: MemoryContext, name: str, arguments: dict
 
 
 async def _mcp_facts(mem: MemorySystem, ctx: MemoryContext) -> str:
-    config = McpConfig(store=None, user_id=ctx.user_id, namespace=ctx.namespace, read_scopes=ctx.read_scopes)
+    config = McpConfig(store=None, user_id=ctx.user_id, namespace=ctx.namespace, read_scopes=tuple(ctx.read_scopes))
     server = _Memory(config=config, capability=mem.capability, forget=None)
     params = types.ReadResourceRequestParams(uri="tiermem://facts")  # type: ignore[arg-type]
     return _json((await server.read_resource(None, params)).model_dump())  # type: ignore[arg-type]
@@ -162,7 +165,7 @@ async def _mcp_facts(mem: MemorySystem, ctx: MemoryContext) -> str:
 
 async def _rest(mem: MemorySystem, ctx: MemoryContext, method: str, url: str, **kwargs: Any) -> str:
     key = "k" * 40
-    grant = KeyGrant(key=key, namespace=ctx.namespace, user_id=ctx.user_id, read_scopes=ctx.read_scopes,
+    grant = KeyGrant(key=key, namespace=ctx.namespace, user_id=ctx.user_id, read_scopes=tuple(ctx.read_scopes),
                      write_scope=ctx.write_scope, agent_id=ctx.agent_id)  # fmt: skip
     app = build_app(mem, ApiKeys([grant]))
     transport = httpx.ASGITransport(app=app)
