@@ -43,6 +43,7 @@ from __future__ import annotations
 from typing import Literal
 
 __all__ = [
+    "AccessDeniedError",
     "ConfigurationError",
     "DocumentError",
     "EmbedderError",
@@ -103,6 +104,14 @@ class DocumentError(InvalidArgumentError):
 
 class SyncInEventLoopError(ConfigurationError):
     """The blocking facade was called where an event loop runs (a notebook, an async app): ``await`` the async API."""
+
+
+class AccessDeniedError(TiermemError):
+    """The context asks for a shared scope (``team:``, ``org:``, ``agent:``) its user holds no grant for.
+
+    Nothing is read or written. The operator grants access (``MemorySystem.grant``, ``tiermem grant``);
+    no argument of a call or a tool can widen it.
+    """
 
 
 class UserErasedError(TiermemError):

@@ -122,6 +122,11 @@ class RememberArguments(BaseModel):
         "lowercase-hyphenated organisation ('acme-corp').",
     )
     kind: Kind | None = Field(default=None, description="What sort of memory it is, when clear.")
+    scope: Literal["user", "agent", "shared"] = Field(
+        default="user",
+        description="Whose memory: 'user' (the default), 'agent' for a lesson about how you work (your own "
+        "procedures), 'shared' for the team's memory the context writes to.",
+    )
 
 
 class ForgetArguments(BaseModel):

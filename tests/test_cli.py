@@ -43,9 +43,9 @@ HISTORY = [
     ]},
 ]  # fmt: skip
 COMMANDS = [
-    "users", "show", "search", "get", "history", "stats", "graph", "forget", "erase", "pin", "unpin",
-    "export", "import", "import-history", "ingest", "demo", "worker", "janitor", "mcp", "reembed", "serve",
-    "ui",
+    "users", "show", "search", "get", "history", "stats", "graph", "forget", "erase", "pin", "unpin", "grant",
+    "revoke", "grants", "export", "import", "import-history", "ingest", "demo", "worker", "janitor", "mcp", "reembed",
+    "serve", "ui",
 ]  # fmt: skip
 
 

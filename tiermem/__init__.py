@@ -21,6 +21,7 @@ from .memory._embed import (
     StaticEmbedder,
 )
 from .memory._errors import (
+    AccessDeniedError,
     ConfigurationError,
     DocumentError,
     EmbedderError,
@@ -56,6 +57,7 @@ from .memory._govern import (
     ExportReport,
     FeedbackReport,
     ForgetReport,
+    Grant,
     ImportReport,
     MemoryPage,
     MemoryStats,
@@ -118,6 +120,7 @@ from .memory._write import (
     MemorySystem,
     RetryReport,
     SessionResult,
+    SharedProposal,
     system,
 )
 
@@ -148,6 +151,7 @@ __all__ = [
     "LLM",
     "MEMORY_CAPABILITY_PRESETS",
     "USER",
+    "AccessDeniedError",
     "Alias",
     "Blocking",
     "CapabilityPreset",
@@ -174,6 +178,7 @@ __all__ = [
     "Fact",
     "FeedbackReport",
     "ForgetReport",
+    "Grant",
     "HashingEmbedder",
     "HistoryProgress",
     "HistoryReport",
@@ -224,6 +229,7 @@ __all__ = [
     "SemanticOptions",
     "SentenceTransformerEmbedder",
     "SessionResult",
+    "SharedProposal",
     "StageUsage",
     "StaticEmbedder",
     "Store",

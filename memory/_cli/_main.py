@@ -22,6 +22,7 @@ import click
 from .._errors import TiermemError
 from .._text import loggable
 from . import _change as _cli_change
+from . import _grants as _cli_grants
 from . import _ingest as _cli_ingest
 from . import _move as _cli_move
 from . import _read as _cli_read
@@ -56,7 +57,7 @@ def _one_line_error(exc: click.ClickException) -> click.ClickException:
 
 class _Group(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)  # in the order they are declared: read, change, move, run
+        return list(self.commands)  # in the order they are declared: read, change, grants, move, run
 
     def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
         try:
@@ -91,12 +92,13 @@ def cli() -> None:
 for _command in (
     *_cli_read.COMMANDS,
     *_cli_change.COMMANDS,
+    *_cli_grants.COMMANDS,
     *_cli_move.COMMANDS,
     *_cli_ingest.COMMANDS,
     *_cli_run.COMMANDS,
     *_cli_serve.COMMANDS,
 ):
-    cli.add_command(_command)  # in the order they are declared: read, change, move, ingest, run, serve
+    cli.add_command(_command)  # in the order they are declared: read, change, grants, move, ingest, run, serve
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from mcp import types
 from mcp.server import Server, ServerRequestContext
@@ -38,6 +38,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
+from .._blocking import run_blocking
 from .._errors import ConfigurationError
 from .._read import MemoryCapability, create_memory_capability
 from .._records import MemoryContext
@@ -82,6 +83,20 @@ class McpConfig:
     """Offer the write tools ``remember`` and ``forget`` (:func:`build_server` then needs the write side's forget)."""
     user_header: str | None = None
     """On HTTP: the request header that names the user (set by the operator's proxy, never by the client)."""
+    read_scopes: tuple[str, ...] = ()
+    """Shared scopes recalled with the user's own (each needs the operator's grant in the store)."""
+    write_scope: str | None = None
+    """The shared scope the ``remember`` tool writes to with ``scope="shared"`` (needs a write grant)."""
+    agent_id: str | None = None
+    """The agent served: ``remember`` with ``scope="agent"`` writes to ``agent:<id>`` (needs a write grant)."""
+
+
+def _scoped(config: McpConfig, user_id: str) -> MemoryContext:
+    """``user_id``'s context with the configured shared scopes (checked against the grants when used)."""
+    return MemoryContext(
+        namespace=config.namespace, user_id=user_id, read_scopes=config.read_scopes,
+        write_scope=config.write_scope, agent_id=config.agent_id,
+    )  # fmt: skip
 
 
 def capability_options(config: McpConfig) -> dict[str, Any]:
@@ -115,7 +130,7 @@ class _Memory:
         header = self.config.user_header
         if header is None:
             assert self.config.user_id is not None
-            return MemoryContext(namespace=self.config.namespace, user_id=self.config.user_id)
+            return _scoped(self.config, self.config.user_id)
         http = getattr(request, "request", None) if request is not None else None
         headers = getattr(http, "headers", None)
         # Every value the request carries: a proxy that appends its header behind the client's makes two,
@@ -129,7 +144,7 @@ class _Memory:
         if not value.strip():
             raise MCPError(types.INVALID_REQUEST, f"the {header} header is empty")
         try:
-            return MemoryContext(namespace=self.config.namespace, user_id=value)
+            return _scoped(self.config, value)
         except ValidationError:
             raise MCPError(types.INVALID_REQUEST, f"the {header} header is not a valid user id") from None
 
@@ -198,7 +213,7 @@ class _Memory:
     async def read_resource(
         self, request: ServerRequestContext[object, object], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        ctx = self.context(request)
+        ctx = await run_blocking(self.capability.access.check, self.context(request))  # AccessDeniedError
         uri = str(params.uri)
         if uri == DIGEST_URI:
             digest = await self.capability.latest_digest(ctx)
@@ -230,7 +245,7 @@ def build_server(
             "the MCP server serves one user: give --user-id (or $TIERMEM_USER_ID), or on HTTP --user-header, not both"
         )
     if config.user_id is not None:
-        MemoryContext(namespace=config.namespace, user_id=config.user_id)  # validates both ids
+        _scoped(config, config.user_id)  # validates the ids and the scopes
     if capability is None:  # a server without the write tools never writes: not even a missing table
         capability = create_memory_capability(**capability_options(config), create=config.allow_writes)
     if config.allow_writes and forget is None:
@@ -298,4 +313,7 @@ def config_from(values: Mapping[str, object], environ: Mapping[str, str]) -> Mcp
         relations=bool(values.get("relations")),
         allow_writes=bool(values.get("allow_writes")),
         user_header=pick("user_header", "TIERMEM_USER_HEADER"),
+        read_scopes=tuple(str(v) for v in cast(Sequence[object], values.get("read_scopes") or ())),
+        write_scope=pick("write_scope", "TIERMEM_WRITE_SCOPE"),
+        agent_id=pick("agent_id", "TIERMEM_AGENT_ID"),
     )

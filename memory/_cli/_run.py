@@ -104,6 +104,9 @@ def janitor(model: str | None, dry_run: bool, force: bool) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: address to bind")
 @click.option("--port", type=int, default=8000, show_default=True, help="HTTP: port; the endpoint is /mcp")
 @click.option("--user-header", help="HTTP: take the user from this request header, set by your proxy")
+@click.option("--read-scope", "read_scopes", multiple=True, help="a shared scope recalled too (team:ID); needs a grant")
+@click.option("--write-scope", help="the shared scope remember(scope='shared') writes to; needs a write grant")
+@click.option("--agent", "agent_id", help="the agent served: remember(scope='agent') writes to agent:ID")
 def mcp(**values: Any) -> None:
     """Serve one user's memory to an MCP host (needs tiermem[mcp])."""
     try:

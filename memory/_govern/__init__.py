@@ -1,7 +1,9 @@
-"""Governance: list, history, update, pin, forget, erase, export and import, stats, and recall feedback."""
+"""Governance: access to shared scopes, list, history, update, pin, forget, erase, export and import, stats,
+and recall feedback."""
 
 from __future__ import annotations
 
+from ._access import Access, Grant, Right
 from ._erasure import EraseReport, Erasure, ForgetReport
 from ._feedback import FeedbackReport, RecallResult, Receipts, apply_feedback
 from ._governance import Governance, carry_pins
@@ -9,6 +11,7 @@ from ._portability import Destination, ExportReport, ImportReport, Portability, 
 from ._views import MemoryPage, MemoryStats, MemoryVersion
 
 __all__ = [
+    "Access",
     "Destination",
     "EraseReport",
     "Erasure",
@@ -16,6 +19,7 @@ __all__ = [
     "FeedbackReport",
     "ForgetReport",
     "Governance",
+    "Grant",
     "ImportReport",
     "MemoryPage",
     "MemoryStats",
@@ -23,6 +27,7 @@ __all__ = [
     "Portability",
     "RecallResult",
     "Receipts",
+    "Right",
     "Source",
     "apply_feedback",
     "carry_pins",

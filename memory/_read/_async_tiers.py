@@ -12,10 +12,11 @@ import functools
 import inspect
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar, cast
 
 from .._blocking import run_blocking
 from .._errors import ConfigurationError, InvalidArgumentError
+from .._govern import Access
 from .._records import Episode, Fact, MemoryContext
 from .._relations import Relations
 from .._scope import checked_context, checked_string
@@ -59,6 +60,9 @@ def twin(
         for name in checked:
             if name in bound.arguments:
                 bound.arguments[name] = _CHECKS[name](bound.arguments[name])
+        ctx = bound.arguments.get("ctx")
+        if isinstance(ctx, MemoryContext) and ctx.shared:  # a caller's context naming shared scopes: checked
+            await run_blocking(cast("AsyncTiers", self).access.check, ctx)
         return await run_blocking(method, *bound.args, **bound.kwargs)
 
     return twinned
@@ -67,9 +71,12 @@ def twin(
 class AsyncTiers:
     """The typed tier helpers of a capability, over its tier repository and relations graph."""
 
-    def __init__(self, *, tiers: Tiers, relations: Relations) -> None:
+    def __init__(self, *, tiers: Tiers, relations: Relations, access: Access) -> None:
         self.tiers = tiers
         self.relations = relations
+        self.access = access
+        """Each method's context, when it names shared scopes, must pass :meth:`Access.check` (their rows are
+        reached by recall, list, get and history, never here: these read and write the user's own)."""
 
     add_alias = twin("tiers", Tiers.add_alias)
     aliases = twin("tiers", Tiers.aliases)

@@ -107,6 +107,7 @@ class BlockingMemoryCapability(Protocol):
         limit: int = 50,
         cursor: str | None = None,
         categories: Sequence[str] | None = None,
+        scope: str | None = None,
     ) -> MemoryPage: ...
     def recall(
         self,

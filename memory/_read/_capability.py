@@ -11,16 +11,17 @@ of its part :class:`~tiermem.memory._read._async_tiers.AsyncTiers`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from .._blocking import Blocking, run_blocking
 from .._clock import Clock
 from .._delegation import delegate_async
 from .._embed import Embedder
-from .._errors import ConfigurationError, InvalidArgumentError
+from .._errors import AccessDeniedError, ConfigurationError, InvalidArgumentError, MemoryNotFoundError
 from .._govern import (
+    Access,
     Destination,
     ExportReport,
     FeedbackReport,
@@ -36,7 +37,7 @@ from .._govern import (
 from .._items import MemoryItem, RankedMemoryItem
 from .._options import CapabilityPreset, DigestOptions, EpisodicOptions, HygieneOptions, RecallOptions
 from .._policy import checked_categories
-from .._recall import Search, SearchTier, TokenCounter, rank_without_cue, render_context
+from .._recall import Search, SearchTier, TokenCounter, labelled, merged, rank_without_cue, render_context
 from .._records import MemoryContext, Tier
 from .._relations import Relations
 from .._scope import checked_string
@@ -49,6 +50,8 @@ from ._async_tiers import AsyncTiers
 from ._blocking_capability import BlockingMemoryCapability
 
 __all__ = ["MemoryCapability", "read_tools"]
+
+T = TypeVar("T")
 
 
 class MemoryCapability:
@@ -94,11 +97,13 @@ class MemoryCapability:
             lineage=self.lineage,
             secrets=tiers.secrets,
         )
+        self.access = Access(tiers.store)
+        """The choke point: every read of this class checks its context's shared scopes here first."""
         self.receipts = Receipts()
         self.option_conflicts: list[str] = []
         """Explicit options that differ from those recorded in the store (used here, reported, not recorded)."""
         self.portability = Portability(self.governance)
-        self.async_tiers = AsyncTiers(tiers=tiers, relations=self.relations)
+        self.async_tiers = AsyncTiers(tiers=tiers, relations=self.relations, access=self.access)
         needs: dict[ToolOption, object] = {"semantic": self.semantic, "relations": self.relations.options}
         self.tool_options = frozenset(option for option, on in needs.items() if on is not None)
         """The options of the tool table that are on here: which of its tools can be offered."""
@@ -186,7 +191,7 @@ class MemoryCapability:
         categories: Sequence[str] | None = None,
     ) -> RecallResult:
         """The blocking body of :meth:`recall`."""
-        checked_context(ctx)
+        self.access.check(ctx)
         if cue is not None:
             checked_string(cue, "cue")
         if subject is not None:
@@ -197,10 +202,14 @@ class MemoryCapability:
             raise InvalidArgumentError("tiers must be a list of tier names, not a string")
         window, as_of = checked_window(since, until), checked_instant(as_of, "as_of")
         cue = cue if cue is None else self.tiers.secrets.text(cue)  # a cue is embedded, maybe by a provider
-        found = self.search.recall(
-            ctx, cue, limit=limit, tiers=tiers, subject=subject, where=checked_where(where), window=window, as_of=as_of,
-            categories=checked_categories(categories),
-        )  # fmt: skip
+        checked, picked = checked_where(where), checked_categories(categories)
+        per_scope = []
+        for label, owner in self.access.readable(ctx):  # the user's own first, then each granted shared scope
+            per_scope.append((label, self.search.recall(
+                owner, cue, limit=limit, tiers=tiers, subject=subject, where=checked, window=window, as_of=as_of,
+                categories=picked,
+            )))  # fmt: skip
+        found = merged(per_scope, limit=limit)
         return RecallResult(found, receipt=self.receipts.issue(ctx, (i.id for i in found), self.clock.now()))
 
     async def feedback(
@@ -209,7 +218,7 @@ class MemoryCapability:
         """Say which memories of a recall helped: ``used`` ones are reinforced, ``unhelpful`` ones lose a
         step of confidence (never below 0, never when pinned). Only ids that recall returned; once per
         receipt (the same call again changes nothing). Each change shows in ``history``."""
-        checked_context(ctx)
+        await self._checked(ctx)
         return await run_blocking(
             apply_feedback, self.governance, self.receipts, ctx, receipt, used=used, unhelpful=unhelpful
         )
@@ -223,7 +232,7 @@ class MemoryCapability:
 
     def format_context_sync(self, ctx: MemoryContext, input: str, *, max_tokens: int | None = None) -> str:
         """The blocking body of :meth:`format_context`."""
-        checked_context(ctx)
+        readable = self.access.readable(ctx)
         checked_string(input, "input")
         budget = max_tokens if max_tokens is not None else self.max_context_tokens
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 16:
@@ -233,7 +242,9 @@ class MemoryCapability:
         search = [t for t in self.enabled_tiers() if t in wanted and t != "digest"]
         if search and input.strip():
             input = self.tiers.secrets.text(input)  # embedded, maybe by a provider: as the captured turn will say it
-            for item in self.search.recall(ctx, input, limit=24, tiers=search, subject=None):
+            found = [(label, self.search.recall(owner, input, limit=24, tiers=search, subject=None))
+                     for label, owner in readable if not label.startswith("agent:")]  # fmt: skip
+            for item in merged(found, limit=24 * len(found)):
                 sections.setdefault(item.tier, []).append(item)
         now = self.clock.now()
         if "digest" in wanted:
@@ -250,6 +261,11 @@ class MemoryCapability:
                 limit=self.working.capacity if self.working else 7,
             )
             sections["working"] = [*sections.get("working", []), *(i for i in recent if i.id not in seen)]
+        for label, owner in readable:
+            if label == ctx.agent_scope:  # the agent's procedures: all of them, most confident first
+                procedures = sorted(self.tiers.facts(owner), key=lambda f: -f.confidence)[:12]
+                sections["procedures"] = [labelled(self.item(f, now), label) for f in procedures]
+                wanted = ["procedures", *wanted] if procedures else wanted
         return render_context(sections, order=wanted, max_tokens=budget, count=self.token_counter)
 
     # -- tools ------------------------------------------------------------------------------
@@ -259,7 +275,7 @@ class MemoryCapability:
 
         ``write``: the agent's write tools, which only the write side offers (``system(...).tools``).
         """
-        checked_context(ctx)
+        self.access.check(ctx)
         if write is not False:
             raise ConfigurationError(
                 "a capability is the read side and offers no write tools: use system(...).tools(ctx, write=True)"
@@ -286,24 +302,44 @@ class MemoryCapability:
     # -- inspect (the governance component, memory/_govern/_governance.py) --------------------------
 
     async def get(self, ctx: MemoryContext, id: str) -> MemoryItem:
-        """One memory of any tier (or a captured turn) by id; MemoryNotFoundError when not this user's."""
-        return await self.governance.get(ctx, id)
+        """One memory of any tier (or a captured turn) by id, the user's or of a shared scope the context reads;
+        MemoryNotFoundError when neither."""
+        return await run_blocking(self._in_readable, ctx, id, self.governance.get_sync)
 
     async def history(self, ctx: MemoryContext, id: str) -> list[MemoryVersion]:
         """Every version of a memory, oldest first, with validity times and the captured turns behind each."""
-        return await self.governance.history(ctx, id)
+        return await run_blocking(self._in_readable, ctx, id, self.governance.history_sync)
 
     async def subjects(self, ctx: MemoryContext) -> list[str]:
         """The canonical subjects the user's memories are about."""
-        return await self.governance.subjects(ctx)
+        return await self.governance.subjects(await self._checked(ctx))
 
     async def stats(self, ctx: MemoryContext) -> MemoryStats:
         """Counts per tier and status, pending work, and the store's bytes on disk."""
-        return await self.governance.stats(ctx)
+        return await self.governance.stats(await self._checked(ctx))
 
     async def export(self, ctx: MemoryContext, destination: Destination) -> ExportReport:
         """Write the user's memory as JSON Lines (a header, then every record) to a path or text file."""
-        return await self.portability.export(ctx, destination)
+        return await self.portability.export(await self._checked(ctx), destination)
+
+    async def _checked(self, ctx: MemoryContext) -> MemoryContext:
+        """``ctx``, once :meth:`Access.check` passed it (off the event loop: it reads the grants)."""
+        return await run_blocking(self.access.check, ctx)
+
+    def _in_readable(self, ctx: MemoryContext, id: str, read: Callable[[MemoryContext, str], T]) -> T:
+        """``read`` of the first readable scope (the user's own first) that has ``id``."""
+        readable = self.access.readable(ctx)
+        for _, owner in readable[:-1]:
+            try:
+                return read(owner, id)
+            except MemoryNotFoundError:
+                continue
+        try:
+            return read(readable[-1][1], id)
+        except MemoryNotFoundError:  # the message names the user, never a scope the id was looked for in
+            raise MemoryNotFoundError(
+                f"no memory {id!r} for user {ctx.user_id!r} in namespace {ctx.namespace!r}"
+            ) from None
 
     async def list(  # last in the class: below it, ``list`` in an annotation would name this method
         self,
@@ -318,14 +354,19 @@ class MemoryCapability:
         limit: int = 50,
         cursor: str | None = None,
         categories: Sequence[str] | None = None,
+        scope: str | None = None,
     ) -> MemoryPage:
         """The user's memories oldest first, a page at a time: pass ``next_cursor`` back for the next.
 
         ``where``, ``since``, ``until`` and ``categories``: only memories from turns captured with matching
         metadata, said in that window, or labelled with one of those categories, as for :meth:`recall`.
+        ``scope``: list a shared scope the context reads (``"team:eng"``) instead of the user's own.
         """
+        owner = dict(self.access.readable(ctx)).get("user" if scope is None else scope)
+        if owner is None:
+            raise AccessDeniedError(f"the context does not read {scope!r}: name it in read_scopes")
         return await self.governance.list_memories(
-            ctx, tier=tier, subject=subject, status=status, where=where, since=since, until=until, limit=limit,
+            owner, tier=tier, subject=subject, status=status, where=where, since=since, until=until, limit=limit,
             cursor=cursor, categories=categories,
         )  # fmt: skip
 

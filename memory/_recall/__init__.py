@@ -4,6 +4,16 @@ from __future__ import annotations
 
 from ._context import TokenCounter, approx_tokens, render_context
 from ._ranking import rank_without_cue
+from ._scopes import labelled, merged
 from ._search import Search, SearchTier
 
-__all__ = ["Search", "SearchTier", "TokenCounter", "approx_tokens", "rank_without_cue", "render_context"]
+__all__ = [
+    "Search",
+    "SearchTier",
+    "TokenCounter",
+    "approx_tokens",
+    "labelled",
+    "merged",
+    "rank_without_cue",
+    "render_context",
+]

@@ -16,6 +16,7 @@ __all__ = ["SECTION_TITLES", "TokenCounter", "approx_tokens", "citation", "rende
 TokenCounter = Callable[[str], int]
 
 SECTION_TITLES: Mapping[str, str] = {
+    "procedures": "How this agent works",
     "digest": "About the user",
     "working": "This conversation",
     "semantic": "Known facts",
@@ -47,7 +48,9 @@ def _line(item: MemoryItem) -> str:
     if item.tier == "episodic":
         when = f"{item.metadata.get('started_at', item.created_at.isoformat())[:10]} "
     past = item.past_mark()  # shown rather than left out: it answers "where did I work before?"
-    return f"- {when}{past + ' ' if past else ''}[{item.subject}] {escape(item.text)}"
+    scope = item.metadata.get("scope")
+    whose = f"{scope} / " if scope and scope != "user" else ""  # a shared memory says whose it is
+    return f"- {when}{past + ' ' if past else ''}[{escape(whose)}{item.subject}] {escape(item.text)}"
 
 
 def render_context(

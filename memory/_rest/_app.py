@@ -63,6 +63,7 @@ REFUSALS: dict[int | str, dict[str, Any]] = {
     for status, what in {
         400: "Ambiguous authorization: the header given twice",
         401: "No API key, or one not on file",
+        403: "The key's context names a shared scope its user holds no grant for",
         404: "No such memory of this user",
         409: "Conflicting writes, or the user was erased meanwhile",
         411: "A body without a Content-Length: refused unread",
@@ -117,7 +118,7 @@ def _no_query(request: Request, ctx: User) -> None:  # after the key: a stranger
 
 def _in_session(ctx: MemoryContext, session_id: str | None) -> MemoryContext:
     try:
-        return MemoryContext(namespace=ctx.namespace, user_id=ctx.user_id, session_id=session_id)
+        return MemoryContext.model_validate({**ctx.model_dump(), "session_id": session_id})
     except ValidationError as exc:
         raise InvalidArgumentError(f"session_id: {exc.errors()[0]['msg']}") from None
 

@@ -37,6 +37,10 @@ class KeyGrant(BaseModel):
     key: str = Field(min_length=MIN_KEY_LENGTH, max_length=512, pattern=KEY.pattern)
     user_id: str
     namespace: str = "default"
+    read_scopes: tuple[str, ...] = ()
+    """Shared scopes the key's requests recall with the user's own; each needs the grant in the store."""
+    write_scope: str | None = None
+    agent_id: str | None = None
 
 
 def _digest(key: str) -> bytes:
@@ -53,8 +57,7 @@ class ApiKeys:
         if len(set(digests)) != len(digests):
             raise ConfigurationError("the keys file lists a key twice: each key must act as exactly one user")
         self._grants = [
-            (digest, MemoryContext(namespace=g.namespace, user_id=g.user_id))
-            for digest, g in zip(digests, grants, strict=True)
+            (digest, MemoryContext(**g.model_dump(exclude={"key"}))) for digest, g in zip(digests, grants, strict=True)
         ]
 
     def __len__(self) -> int:
@@ -86,7 +89,7 @@ def load_keys(path: str | Path) -> ApiKeys:
     for number, entry in enumerate(raw, start=1):
         try:
             grants.append(KeyGrant.model_validate(entry))
-            MemoryContext(namespace=grants[-1].namespace, user_id=grants[-1].user_id)
+            MemoryContext(**grants[-1].model_dump(exclude={"key"}))
         except ValidationError as exc:  # where and what only: the input may be a key
             error = exc.errors(include_input=False, include_url=False)[0]
             where = ".".join(str(p) for p in error["loc"]) or "entry"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._errors import (
+    AccessDeniedError,
     ConfigurationError,
     EmbedderError,
     MemoryNotFoundError,
@@ -24,6 +25,7 @@ MAX_MESSAGE_CHARS = 1000
 """A message is cut here: it may quote what the client sent."""
 
 STATUSES: dict[type[TiermemError], int] = {
+    AccessDeniedError: 403,  # the key's context names a shared scope its user holds no grant for
     MemoryNotFoundError: 404,  # not this user's: another user's memory is "not found" too
     SyncInEventLoopError: 500,  # the server's own mistake, not the caller's
     ConfigurationError: 422,  # the arguments cannot be used (InvalidArgumentError, InvalidSubjectError)

@@ -160,6 +160,10 @@ class Store(TypedReads):
         self._meta.write({key: value}, keep=True)
         return self.meta().get(key, value)
 
+    def set_meta(self, values: Mapping[str, str]) -> None:
+        """Write ``values`` to the meta table, replacing what those keys held (the access grants live here)."""
+        self._meta.write(values)
+
     def reembed(
         self, embedder_id: str, dimensions: int, vectors: Callable[[str, list[StoredRecord]], np.ndarray]
     ) -> dict[str, int]:

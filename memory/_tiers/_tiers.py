@@ -23,7 +23,7 @@ from .._embed import Embedder
 from .._identity import alias_id, digest_id, fact_id
 from .._options import SemanticOptions, WorkingOptions
 from .._record_text import Embedded, checked_text, embedded_text
-from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn
+from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn, shared_kind
 from .._scope import checked_context, scope
 from .._secrets import Redactor
 from .._store import Store, TableName, Where, user_writes
@@ -95,9 +95,9 @@ class Tiers:
             write(table, list(records), self.embed([embedded_text(r) for r in records]))
 
     def users(self) -> list[MemoryContext]:
-        """Every user with facts, working memory or episodes in the store."""
+        """Every user with facts, working memory or episodes in the store (not a shared scope's pseudo-owner)."""
         pairs = {pair for table in ("facts", "working", "episodes") for pair in self.store.scopes(table)}
-        return [MemoryContext(namespace=ns, user_id=user) for ns, user in sorted(pairs)]
+        return [MemoryContext(namespace=ns, user_id=u) for ns, u in sorted(pairs) if shared_kind(u) is None]
 
     # -- subjects ---------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from ._conversation_import import (
 )
 from ._ingest import IngestEstimate, IngestProgress, IngestReport
 from ._janitor import janitor_pass
+from ._sharing import SharedProposal
 from ._system import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult, system
 from ._write_side import MemorySystem
 from ._write_tools import Forget, ForgetArguments, RememberArguments, agent_tools
@@ -42,6 +43,7 @@ __all__ = [
     "RememberArguments",
     "RetryReport",
     "SessionResult",
+    "SharedProposal",
     "agent_tools",
     "janitor_pass",
     "system",

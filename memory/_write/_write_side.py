@@ -27,7 +27,7 @@ from .._clock import Clock
 from .._delegation import delegate, delegate_async
 from .._embed import Embedder
 from .._errors import ConfigurationError, InvalidArgumentError
-from .._govern import EraseReport, Erasure, ForgetReport, ImportReport, Source
+from .._govern import EraseReport, Erasure, ForgetReport, Grant, ImportReport, Right, Source
 from .._identity import fact_set_fingerprint
 from .._policy import MemoryPolicy, policy_of
 from .._read import MemoryCapability
@@ -35,7 +35,7 @@ from .._records import Document, Episode, Fact, MemoryContext, Turn
 from .._results import CaptureResult, ConsolidationResult, DigestResult, SessionResult
 from .._retries import RetryPolicy
 from .._scope import checked_context
-from .._store import Leases, Store
+from .._store import Leases, Store, Where
 from .._tools import Toolset
 from .._transcripts import DEFAULT_KEEP_ROLES, keep_roles_option, normalize_messages, split_turns
 from ._background import BackgroundObserver
@@ -47,6 +47,7 @@ from ._fencing import fenced as _fenced
 from ._ingest import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, IngestEstimate, Ingestion, IngestProgress, IngestReport
 from ._pending import PendingRetries
 from ._sessions import Sessions, holder_id
+from ._sharing import SharedProposal, anonymise, contributions, proposals, share
 from ._write_tools import agent_tools
 
 __all__ = ["MemorySystem"]
@@ -145,7 +146,7 @@ class MemorySystem:
         With ``write``, ``memory_remember`` (when the semantic tier is on) and ``memory_forget``
         (through :meth:`forget`) write and delete the bound user's memories only.
         """
-        checked_context(ctx)
+        self.capability.access.check(ctx)
         if write is not True and write is not False:
             raise ConfigurationError(f"write must be True or False, not {write!r}")
         return agent_tools(self.capability, ctx, forget=self.forget if write else None)
@@ -436,15 +437,60 @@ class MemorySystem:
         from it (episode summaries through the stage model, the digest). Its turns stay unless ``include_turns``."""
         return await self.erasure.forget(ctx, id, include_turns=include_turns)
 
-    async def erase_user(self, ctx: MemoryContext) -> EraseReport:
+    async def erase_user(self, ctx: MemoryContext, *, keep_shared: bool = True) -> EraseReport:
         """Delete every row of the user in every table and purge old versions: the bytes leave the disk.
 
         Needs the store to itself while it runs: another process on an older table version fails.
         Work on the user already running (queued observations, a consolidation waiting on the model, in
         this process or another) writes nothing of them afterwards; work begun after it starts afresh.
+        Shared memories the user contributed stay, no longer naming them (``keep_shared=False``: they go too);
+        their grants are revoked.
         """
-        self._background.drop(checked_context(ctx))  # its queued turns: not observed, not written back
+        ctx = await run_blocking(self.capability.access.check, ctx)
+        self._background.drop(ctx)  # its queued turns: not observed, not written back
+        if keep_shared:
+            await run_blocking(anonymise, self.capability, ctx)
+        else:
+            await run_blocking(self._erase_contributions, ctx)
+        await run_blocking(self.capability.access.forget_user, ctx.namespace, ctx.user_id)
         return await self.erasure.erase_user(ctx)
+
+    def _erase_contributions(self, ctx: MemoryContext) -> None:
+        """``erase_user(keep_shared=False)``: the shared memories the user contributed go too."""
+        for fact in contributions(self.capability, ctx):
+            self.store.delete("facts", Where(eq={"namespace": fact.namespace, "user_id": fact.user_id},
+                                             isin={"id": [fact.id]}))  # fmt: skip
+
+    # -- shared scopes (memory/_govern/_access.py, _sharing.py) ----------------------------------
+
+    async def grant(self, namespace: str, user_id: str, scope: str, right: Right = "read") -> Grant:
+        """Let ``user_id`` of ``namespace`` read (or, with ``right="write"``, also write) the shared ``scope``
+        (``"team:<id>"``, ``"org:<id>"``, ``"agent:<id>"``). The operator's call: no context names itself in."""
+        return await run_blocking(self.capability.access.grant, namespace, user_id, scope, right)
+
+    async def revoke(self, namespace: str, user_id: str, scope: str) -> bool:
+        """Withdraw a grant; whether there was one. The user's next call naming ``scope`` is AccessDeniedError."""
+        return await run_blocking(self.capability.access.revoke, namespace, user_id, scope)
+
+    async def grants(self, namespace: str | None = None) -> builtins.list[Grant]:
+        """Every grant in force (of ``namespace``, if given)."""
+        return await run_blocking(self.capability.access.grants, namespace)
+
+    @_fenced
+    async def share(self, ctx: MemoryContext, memory_id: str, scope: str) -> Fact:
+        """Copy the user's fact ``memory_id`` into the shared ``scope`` (the context's write_scope, with a write
+        grant): the copy names its origin in provenance and ``metadata["shared_by"]``; the original stays."""
+        return await run_blocking(share, self.capability, ctx, memory_id, scope)
+
+    async def propose_shared(self, namespace: str, scope: str, *, min_users: int = 2) -> builtins.list[SharedProposal]:
+        """Facts held alike by at least ``min_users`` of the users granted ``scope`` and not yet in it, proposed for
+        review: nothing moves until a user with a write grant ``share``s one (``fact_ids`` names theirs)."""
+        return await run_blocking(proposals, self.capability, namespace, scope, min_users=min_users)
+
+    async def erase_scope(self, namespace: str, scope: str) -> EraseReport:
+        """Erase a shared scope whole (every row, old versions purged) and revoke every grant of it."""
+        owner = await run_blocking(self.capability.access.erasable, namespace, scope)
+        return await self.erasure.erase_user(owner)
 
     @_fenced
     async def import_(self, ctx: MemoryContext, source: Source) -> ImportReport:

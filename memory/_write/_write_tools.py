@@ -29,6 +29,7 @@ from .._records import MemoryContext
 from .._store import USER_TABLES, Where
 from .._subjects import USER, canonical_subject
 from .._tools import FORGET, REMEMBER, ForgetArguments, MemoryTool, RememberArguments, Toolset, offer
+from ._sharing import SHARED_BY
 
 # The argument models are the tool table's, named here where they always were.
 __all__ = ["AGENT_SOURCE", "Forget", "ForgetArguments", "RememberArguments", "agent_subject", "agent_tools"]
@@ -81,14 +82,19 @@ def _provenance(capability: MemoryCapability, ctx: MemoryContext) -> tuple[str, 
 
 def _remember_tool(capability: MemoryCapability, ctx: MemoryContext) -> MemoryTool:
     async def handler(args: RememberArguments) -> list[MemoryItem]:
+        # whose memory comes from the context alone: the argument only picks among the scopes it names
+        named = {"user": None, "agent": ctx.agent_scope, "shared": ctx.write_scope}[args.scope]
+        target = ctx if args.scope == "user" else await run_blocking(capability.access.writable, ctx, named)
         subject = await run_blocking(agent_subject, capability, ctx, args.subject)
         provenance = await run_blocking(_provenance, capability, ctx)
         metadata: dict[str, object] = {"source": AGENT_SOURCE}
+        if target is not ctx:
+            metadata[SHARED_BY] = ctx.user_id
         if args.kind is not None:
             metadata["kind"] = args.kind
         if ctx.session_id is not None:
             metadata["session_id"] = ctx.session_id
-        fact = await capability.remember(ctx, args.text, subject=subject, provenance=provenance, metadata=metadata)
+        fact = await capability.remember(target, args.text, subject=subject, provenance=provenance, metadata=metadata)
         return [capability.item(fact, capability.clock.now())]
 
     return REMEMBER.bind(handler)
