@@ -19,7 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from pydantic import ValidationError
 
-from .._errors import InvalidArgumentError, MemoryNotFoundError, TiermemError
+from .._errors import AccessDeniedError, InvalidArgumentError, MemoryNotFoundError, TiermemError
 from .._read import graph_data
 from .._records import MemoryContext
 from .._write import MemorySystem
@@ -34,10 +34,6 @@ FILES = Path(__file__).with_name("_ui")
 PAGE_LIMIT = 200
 """Most memories a list on a page shows; the page says when there are more."""
 HTML = HTMLResponse
-
-
-class _ReadOnly(Exception):
-    """A write asked of an inspector started without ``--allow-writes`` (the page's 403, not an API error)."""
 
 
 def _who(namespace: str, user_id: str) -> MemoryContext:
@@ -66,10 +62,6 @@ def build_inspector(mem: MemorySystem, *, allow_writes: bool = False, token: str
                 type(exc).__name__)  # fmt: skip
         return page(request, "error.html", status, error=type(exc).__name__, message=str(exc))
 
-    @app.exception_handler(_ReadOnly)
-    async def read_only(request: Request, exc: _ReadOnly) -> HTMLResponse:
-        return page(request, "error.html", 403, error="ReadOnly", message=str(exc))
-
     def known(namespace: str, user_id: str) -> MemoryContext:
         who = _who(namespace, user_id)
         if who not in mem.tiers.users():
@@ -78,7 +70,7 @@ def build_inspector(mem: MemorySystem, *, allow_writes: bool = False, token: str
 
     def writable() -> None:
         if not allow_writes:
-            raise _ReadOnly("this inspector is read-only: start it with `tiermem ui --allow-writes`")
+            raise AccessDeniedError("this inspector is read-only: start it with `tiermem ui --allow-writes`")
 
     async def listed(who: MemoryContext, **filters: Any) -> tuple[list[Any], bool]:
         found = await mem.list(who, limit=PAGE_LIMIT, **filters)
