@@ -16,6 +16,7 @@ window of passages; :meth:`Ingestion.estimate` says what that costs before it ru
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -152,7 +153,7 @@ class Ingestion:
     async def ingest(
         self,
         ctx: MemoryContext,
-        source: object,
+        source: str | os.PathLike[str] | bytes,
         *,
         content_type: str | None = None,
         name: str | None = None,
@@ -163,6 +164,17 @@ class Ingestion:
         extract_facts: bool = False,
         on_progress: Callable[[IngestProgress], None] | None = None,
     ) -> IngestReport:
+        """Ingest a document (text, Markdown, HTML, PDF) as passages recall ranks with the other memories.
+
+        ``source``: a file path, or bytes already fetched with their ``content_type`` or a ``name`` (file name
+        or URL) whose suffix says it. Cut on its structure (headings, paragraphs, pages) into chunks of at most
+        ``max_tokens``, ``overlap`` tokens repeated where the budget cuts. Each chunk cites the document's
+        title, its section, page and character offsets. Ingesting the same bytes again writes nothing; a new
+        version of the same path or URL replaces the old one. Resumable: a rerun after a crash writes only
+        the missing chunks. Bad input (no such file, an unknown type, a corrupt PDF) raises DocumentError and
+        writes nothing. ``extract_facts``: also draw facts from it through the pipeline (model calls: see
+        :meth:`estimate_ingest`).
+        """
         checked_context(ctx)
         if not isinstance(extract_facts, bool):
             raise InvalidArgumentError(f"extract_facts must be a bool, not {type(extract_facts).__name__}")
@@ -201,10 +213,10 @@ class Ingestion:
         facts = await self._extract(ctx, complete, chunks) if extract_facts else None
         return IngestReport(document=complete, written=len(missing), duplicate=False, replaced=replaced, facts=facts)
 
-    async def estimate(
+    async def estimate_ingest(
         self,
         ctx: MemoryContext,
-        source: object,
+        source: str | os.PathLike[str] | bytes,
         *,
         content_type: str | None = None,
         name: str | None = None,
@@ -213,6 +225,9 @@ class Ingestion:
         overlap: int = DEFAULT_OVERLAP,
         observe_window: int = OBSERVE_WINDOW,
     ) -> IngestEstimate:
+        """What :meth:`ingest` would write, and the tokens and model calls ``extract_facts`` costs; writes nothing.
+
+        ``observe_window``: the passages per observer call (as ``import_conversations`` sends them)."""
         checked_context(ctx)
         if isinstance(observe_window, bool) or not isinstance(observe_window, int) or observe_window < 1:
             raise InvalidArgumentError(f"observe_window must be an int >= 1, not {observe_window!r}")
@@ -234,7 +249,15 @@ class Ingestion:
         turns = [{"at": doc.created_at, "messages": [{"role": "user", "content": _turn_text(doc, c)}]} for c in chunks]
         return await self.importer.import_conversations(ctx, [{"session_id": doc.id, "turns": turns}])
 
-    def documents(self, ctx: MemoryContext) -> list[Document]:
+    async def documents(self, ctx: MemoryContext) -> list[Document]:
+        """The user's ingested documents, the latest first (``status`` "pending": an ingestion that stopped)."""
+        return await run_blocking(self.listed, ctx)
+
+    async def forget_document(self, ctx: MemoryContext, document_id: str) -> int:
+        """Delete a document whole (its chunks, its record, facts drawn from it alone); returns the chunks deleted."""
+        return await run_blocking(self.forget, ctx, document_id)
+
+    def listed(self, ctx: MemoryContext) -> list[Document]:
         """The user's documents (every version still stored), the latest ingested first."""
         found = self.tiers.store.query("documents", Where(eq=scope(checked_context(ctx))))
         return sorted(found, key=lambda d: (d.created_at, d.id), reverse=True)
@@ -284,7 +307,7 @@ class Ingestion:
         """Remove the other versions of the document's path or URL (none when it came without a name)."""
         if not doc.origin:
             return []
-        older = [d for d in self.documents(ctx) if d.origin == doc.origin and d.id != doc.id]
+        older = [d for d in self.listed(ctx) if d.origin == doc.origin and d.id != doc.id]
         for old in older:
             self._remove(ctx, old)
         return [d.id for d in older]

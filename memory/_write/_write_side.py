@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import functools
-import os
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
@@ -31,7 +30,7 @@ from .._govern import EraseReport, Erasure, ForgetReport, Grant, ImportReport, R
 from .._identity import fact_set_fingerprint
 from .._policy import MemoryPolicy, policy_of
 from .._read import MemoryCapability
-from .._records import Document, Episode, Fact, MemoryContext, Turn
+from .._records import Episode, Fact, MemoryContext, Turn
 from .._results import CaptureResult, ConsolidationResult, DigestResult, SessionResult
 from .._retries import RetryPolicy
 from .._scope import checked_context
@@ -44,7 +43,7 @@ from ._capture import Capture
 from ._consolidation import Consolidation
 from ._conversation_import import OBSERVE_WINDOW, Conversation, HistoryProgress, HistoryReport, import_conversations
 from ._fencing import fenced as _fenced
-from ._ingest import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, IngestEstimate, Ingestion, IngestProgress, IngestReport
+from ._ingest import Ingestion
 from ._pending import PendingRetries
 from ._sessions import Sessions, holder_id
 from ._sharing import SharedProposal, anonymise, contributions, proposals, share
@@ -504,60 +503,9 @@ class MemorySystem:
 
     # -- documents (memory/_write/_ingest.py) --------------------------------------------------
 
-    @_fenced
-    async def ingest(
-        self,
-        ctx: MemoryContext,
-        source: str | os.PathLike[str] | bytes,
-        *,
-        content_type: str | None = None,
-        name: str | None = None,
-        title: str | None = None,
-        metadata: Mapping[str, object] | None = None,
-        max_tokens: int = DEFAULT_CHUNK_TOKENS,
-        overlap: int = DEFAULT_OVERLAP,
-        extract_facts: bool = False,
-        on_progress: Callable[[IngestProgress], None] | None = None,
-    ) -> IngestReport:
-        """Ingest a document (text, Markdown, HTML, PDF) as passages recall ranks with the other memories.
-
-        ``source``: a file path, or bytes already fetched with their ``content_type`` or a ``name`` (file name
-        or URL) whose suffix says it. Cut on its structure (headings, paragraphs, pages) into chunks of at most
-        ``max_tokens``, ``overlap`` tokens repeated where the budget cuts. Each chunk cites the document's
-        title, its section, page and character offsets. Ingesting the same bytes again writes nothing; a new
-        version of the same path or URL replaces the old one. Resumable: a rerun after a crash writes only
-        the missing chunks. Bad input (no such file, an unknown type, a corrupt PDF) raises DocumentError and
-        writes nothing. ``extract_facts``: also draw facts from it through the pipeline (model calls: see
-        :meth:`estimate_ingest`).
-        """
-        return await self._ingestion.ingest(
-            ctx, source, content_type=content_type, name=name, title=title, metadata=metadata, max_tokens=max_tokens,
-            overlap=overlap, extract_facts=extract_facts, on_progress=on_progress,
-        )  # fmt: skip
-
-    async def estimate_ingest(
-        self,
-        ctx: MemoryContext,
-        source: str | os.PathLike[str] | bytes,
-        *,
-        content_type: str | None = None,
-        name: str | None = None,
-        title: str | None = None,
-        max_tokens: int = DEFAULT_CHUNK_TOKENS,
-        overlap: int = DEFAULT_OVERLAP,
-    ) -> IngestEstimate:
-        """What :meth:`ingest` would write, and the tokens and model calls ``extract_facts`` costs; writes nothing."""
-        return await self._ingestion.estimate(
-            ctx, source, content_type=content_type, name=name, title=title, max_tokens=max_tokens, overlap=overlap
-        )
-
-    async def documents(self, ctx: MemoryContext) -> builtins.list[Document]:
-        """The user's ingested documents, the latest first (``status`` "pending": an ingestion that stopped)."""
-        return await run_blocking(self._ingestion.documents, ctx)
-
-    @_fenced
-    async def forget_document(self, ctx: MemoryContext, document_id: str) -> int:
-        """Delete a document whole (its chunks, its record, facts drawn from it alone); returns the chunks deleted."""
-        return await run_blocking(self._ingestion.forget, ctx, document_id)
+    ingest = _fenced(delegate_async("_ingestion", Ingestion.ingest))
+    estimate_ingest = delegate_async("_ingestion", Ingestion.estimate_ingest)
+    documents = delegate_async("_ingestion", Ingestion.documents)
+    forget_document = _fenced(delegate_async("_ingestion", Ingestion.forget_document))
 
     list = _read(MemoryCapability.list)  # last in the class: below it, ``list`` would name this method
