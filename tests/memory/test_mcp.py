@@ -13,6 +13,7 @@ import http.client
 import json
 import logging
 import os
+import re
 import subprocess
 import threading
 import urllib.parse
@@ -38,6 +39,14 @@ USER = MemoryContext(user_id="u-1")
 OTHER = MemoryContext(user_id="other")
 OWN_FACT = "The user is allergic to penicillin."
 SECRET = "The vault code is 4711."
+
+
+def _leaks(found: object) -> bool:
+    """Whether the other user's code shows in ``found``: as a number of its own, not inside a score's digits
+    (CI saw "0.63343914711..." fail a plain substring test)."""
+    return re.search(r"\b4711\b", json.dumps(found)) is not None
+
+
 DIGEST = "The user is a nurse in Porto who is allergic to penicillin."
 AUTHORITY = {"user_id", "user", "namespace", "session_id", "ctx", "context"}
 
@@ -215,7 +224,7 @@ async def test_recalls_a_memory_written_before(tmp_path: Path, server_env: dict[
     assert getattr(digest, "text", None) == DIGEST
     rows = json.loads(getattr(facts, "text", ""))
     assert {r["text"] for r in rows} == {OWN_FACT, "Moni plays the cello."}
-    assert "4711" not in json.dumps([found, verbose, rows, getattr(digest, "text", None)])
+    assert not _leaks([found, verbose, rows, getattr(digest, "text", None)])
 
 
 async def test_remember_then_recall(tmp_path: Path, server_env: dict[str, str], store: str) -> None:
@@ -241,7 +250,7 @@ async def test_forget_deletes_only_the_users_own_memory(tmp_path: Path, server_e
 
     assert forgotten["ok"] is True and forgotten["results"][0]["text"] == OWN_FACT
     assert OWN_FACT not in {r["text"] for r in again["results"]}
-    assert theirs["ok"] is False and "4711" not in json.dumps(theirs)
+    assert theirs["ok"] is False and not _leaks(theirs)
     assert [f.text for f in await mem.facts(OTHER)] == [SECRET]
     assert OWN_FACT not in {f.text for f in await mem.facts(USER)}
 
@@ -319,7 +328,7 @@ async def test_hostile_arguments_are_refused_and_other_users_unreachable(shared:
         assert envelope["ok"] is False, arguments
         assert f"invalid arguments for {name}:" in envelope["error"]
     assert all(envelope["ok"] for envelope in plain)
-    assert "4711" not in json.dumps([refused, plain, getattr(facts, "text", "")])
+    assert not _leaks([refused, plain, getattr(facts, "text", "")])
     mem = create_memory_capability(store=shared.store, embedder="hashing")
     assert [f.text for f in await mem.facts(OTHER)] == [SECRET]
     assert "0000" not in json.dumps([f.text for f in await mem.facts(USER)])
