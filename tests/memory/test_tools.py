@@ -301,7 +301,7 @@ async def test_authority_arguments_are_refused(
     _, attacker, _ = victim_and_attacker
     envelope = await capability.tools(attacker)[0].call(arguments)
     assert envelope["ok"] is False
-    assert "4711" not in json.dumps(envelope)
+    assert not re.search(r"\b4711\b", json.dumps(envelope))  # as a number, not a score's digits
 
 
 @pytest.mark.parametrize(
@@ -321,7 +321,7 @@ async def test_results_come_only_from_the_bound_user(
     envelope = await capability.tools(attacker)[0].call(arguments)
     assert envelope["ok"] is True
     assert {r["id"] for r in envelope["results"]} <= {own_id}
-    assert "4711" not in json.dumps(envelope)
+    assert not re.search(r"\b4711\b", json.dumps(envelope))  # as a number, not a score's digits
 
 
 async def test_victim_tool_still_sees_its_own_memory(
