@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from typing import Any
 
 import click
 
@@ -36,7 +37,7 @@ def serve(keys_file: str, model: str | None, host: str, port: int, create: bool,
     Each request sends Authorization: Bearer KEY; the keys file says whose memory each key reaches.
     Plain HTTP: bind beyond 127.0.0.1 only behind a proxy that adds TLS."""
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401 (the extra is checked here, before the store opens)
 
         from .._rest import build_app, load_keys
     except ImportError as exc:
@@ -49,17 +50,7 @@ def serve(keys_file: str, model: str | None, host: str, port: int, create: bool,
         f"tiermem serve: http://{host}:{port} (store {given('store') or mem.store.uri}, model {mem.stages.name}, "
         f"{len(keys)} key(s))"
     )
-    logging.getLogger().setLevel(logging.INFO)
-    # uvicorn's access log names the path and the status, never a header: no key reaches a log
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
-
-    async def run() -> None:
-        try:
-            await uvicorn.Server(config).serve()
-        finally:
-            await mem.aclose()
-
-    awaited(run())
+    _serve_until_stopped(app, mem, host=host, port=port)
 
 
 @click.command()
@@ -86,7 +77,7 @@ def ui(host: str, port: int, allow_writes: bool, model: str | None, token: str |
 
     Read-only unless --allow-writes. Plain HTTP: bind beyond 127.0.0.1 only on a network you trust."""
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401 (the extra is checked here, before the store opens)
 
         from .._rest import build_inspector, is_loopback
     except ImportError as exc:
@@ -104,8 +95,19 @@ def ui(host: str, port: int, allow_writes: bool, model: str | None, token: str |
     address = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     mode = "writes allowed" if allow_writes else "read-only"
     click.echo(f"tiermem ui: {address} (store {given('store') or mem.store.uri}, {mode})")
+    _serve_until_stopped(app, mem, host=host, port=port)
+
+
+COMMANDS = (serve, ui)
+
+
+def _serve_until_stopped(app: Any, mem: Any, *, host: str, port: int) -> None:
+    """Serve ``app`` with uvicorn until stopped, then close ``mem``. uvicorn's access log is off (it would
+    show a token passed in the query); the app logs path and status itself, never a header."""
+    import uvicorn
+
     logging.getLogger().setLevel(logging.INFO)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)  # no token in a log
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
 
     async def run() -> None:
         try:
@@ -114,6 +116,3 @@ def ui(host: str, port: int, allow_writes: bool, model: str | None, token: str |
             await mem.aclose()
 
     awaited(run())
-
-
-COMMANDS = (serve, ui)
