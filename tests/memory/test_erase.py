@@ -25,7 +25,7 @@ from tests.subprocesses import clean_env
 from tiermem import Fact, MemoryContext, MemorySystem, Store, system
 from tiermem.jobs import run_janitor
 from tiermem.memory._store._leases import Leases
-from tiermem.memory._store._purge import FENCE, PENDING
+from tiermem.memory._store._purge import FENCE, PENDING, RECHECK
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")
@@ -144,6 +144,9 @@ def test_a_write_waits_while_another_process_holds_the_purge_fence(tmp_path: Pat
     store = opened(tmp_path / "store", embedder)
     fence = Leases(store).acquire(FENCE, holder="another process purging", ttl=timedelta(minutes=5))
     assert fence is not None
+    # Creating the leases table passed the fence a moment ago, and a writer trusts that look for
+    # RECHECK seconds (a purger's drain covers it); past that, every commit attempt looks again.
+    time.sleep(RECHECK + 0.2)
     now = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
     fact = Fact(
         id="f-1", namespace="default", user_id="u-1", subject="user", text="I like tea.",
