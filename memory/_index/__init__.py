@@ -6,7 +6,7 @@ Pure numpy and the standard library; the store (:mod:`.._store`) fills and inval
 from __future__ import annotations
 
 from ._cached_search import CachedSearches, cached_searches
-from ._lexical import query_terms
+from ._lexical import pooled_scores, query_terms
 from ._read_cache import ReadCache
 from ._rows import SPECS, EngineRow, Hit, TableName, duplicate_losers, per_user, records_in, row, unique
 from ._vectors import COLUMNS, VectorBlock, VectorCache, column_array, top_k
@@ -25,6 +25,7 @@ __all__ = [
     "column_array",
     "duplicate_losers",
     "per_user",
+    "pooled_scores",
     "query_terms",
     "records_in",
     "row",

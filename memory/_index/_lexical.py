@@ -29,7 +29,7 @@ import Stemmer
 from .._filters import fts_cue
 from .._text import STOP_WORDS
 
-__all__ = ["FIELDS", "LexicalIndex", "query_terms"]
+__all__ = ["FIELDS", "LexicalIndex", "pooled_scores", "query_terms"]
 
 # The columns the store's full-text index covers (``_fts_query`` in _store_search.py), with equal boosts.
 FIELDS = ("text", "context")
@@ -247,3 +247,13 @@ def ascii_folded(text: str) -> str:
 def query_terms(text: str) -> list[str]:
     """The distinct analysed terms of a cue, read as words only (as the store's full-text search reads it)."""
     return list(dict.fromkeys(_stem(w) for w in words(fts_cue(text)) if _indexed(w)))
+
+
+def pooled_scores(cue: str, texts: Sequence[str], contexts: Sequence[str]) -> np.ndarray:
+    """Each text's BM25 for ``cue`` with the statistics of these texts alone, as the store's index scores.
+
+    For memories found in several indexes (the user's own and a shared scope's): each index's BM25
+    weighs a word by its own rows, so their scores are not comparable; over the pool they are.
+    """
+    index = LexicalIndex.build({"text": list(texts), "context": list(contexts)})
+    return index.scores(query_terms(cue)).astype(np.float64)

@@ -37,7 +37,7 @@ from .._govern import (
 from .._items import MemoryItem, RankedMemoryItem
 from .._options import CapabilityPreset, DigestOptions, EpisodicOptions, HygieneOptions, RecallOptions
 from .._policy import checked_categories
-from .._recall import Search, SearchTier, TokenCounter, labelled, merged, rank_without_cue, render_context
+from .._recall import Search, SearchTier, TokenCounter, labelled, rank_without_cue, render_context
 from .._records import MemoryContext, Tier
 from .._relations import Relations
 from .._scope import checked_string
@@ -203,13 +203,11 @@ class MemoryCapability:
         window, as_of = checked_window(since, until), checked_instant(as_of, "as_of")
         cue = cue if cue is None else self.tiers.secrets.text(cue)  # a cue is embedded, maybe by a provider
         checked, picked = checked_where(where), checked_categories(categories)
-        per_scope = []
-        for label, owner in self.access.readable(ctx):  # the user's own first, then each granted shared scope
-            per_scope.append((label, self.search.recall(
-                owner, cue, limit=limit, tiers=tiers, subject=subject, where=checked, window=window, as_of=as_of,
-                categories=picked,
-            )))  # fmt: skip
-        found = merged(per_scope, limit=limit)
+        (_, own), *shared = self.access.readable(ctx)  # the user's own, then each granted shared scope
+        found = self.search.recall(
+            own, cue, limit=limit, tiers=tiers, subject=subject, where=checked, window=window, as_of=as_of,
+            categories=picked, shared=shared,
+        )  # fmt: skip
         return RecallResult(found, receipt=self.receipts.issue(ctx, (i.id for i in found), self.clock.now()))
 
     async def feedback(
@@ -242,9 +240,9 @@ class MemoryCapability:
         search = [t for t in self.enabled_tiers() if t in wanted and t != "digest"]
         if search and input.strip():
             input = self.tiers.secrets.text(input)  # embedded, maybe by a provider: as the captured turn will say it
-            found = [(label, self.search.recall(owner, input, limit=24, tiers=search, subject=None))
-                     for label, owner in readable if not label.startswith("agent:")]  # fmt: skip
-            for item in merged(found, limit=24 * len(found)):
+            (_, own), *shared = [(label, owner) for label, owner in readable if not label.startswith("agent:")]
+            for item in self.search.recall(own, input, limit=24 * (1 + len(shared)), tiers=search, subject=None,
+                                           shared=shared):  # fmt: skip
                 sections.setdefault(item.tier, []).append(item)
         now = self.clock.now()
         if "digest" in wanted:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._context import TokenCounter, approx_tokens, render_context
 from ._ranking import rank_without_cue
-from ._scopes import labelled, merged
+from ._scopes import labelled
 from ._search import Search, SearchTier
 
 __all__ = [
@@ -13,7 +13,6 @@ __all__ = [
     "TokenCounter",
     "approx_tokens",
     "labelled",
-    "merged",
     "rank_without_cue",
     "render_context",
 ]

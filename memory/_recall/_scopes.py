@@ -1,13 +1,13 @@
-"""One ranking over several scopes: the user's own memories and the shared scopes the context reads."""
+"""Scopes in one ranking: each memory recalled from several scopes (the user's own and the shared ones the
+context reads, searched as one pool by :class:`._search.Search`) says which it came from."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TypeVar
 
-from .._items import MemoryItem, RankedMemoryItem
+from .._items import MemoryItem
 
-__all__ = ["labelled", "merged"]
+__all__ = ["labelled"]
 
 Item = TypeVar("Item", bound=MemoryItem)
 
@@ -15,12 +15,3 @@ Item = TypeVar("Item", bound=MemoryItem)
 def labelled(item: Item, scope: str) -> Item:
     """``item`` with the scope it was read from in ``metadata["scope"]`` (shown in the context block)."""
     return item.model_copy(update={"metadata": {**item.metadata, "scope": scope}})
-
-
-def merged(found: Sequence[tuple[str, list[RankedMemoryItem]]], *, limit: int) -> list[RankedMemoryItem]:
-    """The best ``limit`` of each scope's ranked results, under one ranking by score, each labelled with its
-    scope; the user's own alone (no shared scope read) comes back as it was ranked, unlabelled."""
-    if len(found) == 1:
-        return found[0][1][:limit]
-    items = [labelled(item, scope) for scope, ranked in found for item in ranked]
-    return sorted(items, key=lambda item: -item.score)[:limit]  # stable: a tie keeps the user's own first

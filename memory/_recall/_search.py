@@ -10,14 +10,14 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
 import numpy as np
 
 from .._errors import InvalidArgumentError
-from .._index import CachedSearches
+from .._index import CachedSearches, pooled_scores
 from .._items import MemoryItem, RankedMemoryItem
 from .._options import RecallOptions
 from .._records import Alias, Chunk, Document, Fact, MemoryContext, StoredRecord, Turn, WorkingEntry
@@ -25,11 +25,13 @@ from .._relations import Relations
 from .._store import TableName, Where
 from .._subjects import canonical_subject
 from .._text import stem, terms
-from .._tiers import Lineage, MetadataFilter, Tiers, embedded_text, marked_past, scope, to_memory_item
+from .._tiers import Lineage, MetadataFilter, Tiers, marked_past, scope, to_memory_item
 from .._when import TALK_WORDS, TimeWindow, time_mention
+from ._graph_reach import through_graph
 from ._hops import merged, widened
 from ._ranking import Candidate, named_subjects, rank, rank_without_cue
 from ._relevance import Calibration, calibration
+from ._scopes import labelled
 
 __all__ = ["SEARCH_TIERS", "Search", "SearchTier"]
 
@@ -60,11 +62,19 @@ _BROWSE = ("working", "episodes", "facts", "digests")  # without a cue the raw l
 
 _TALK_TERMS = frozenset(stem(w) for w in TALK_WORDS)  # as :func:`terms` gives them
 _SEARCHES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tiermem-search")
-_GRAPH_EDGES = 10  # edges per named entity admitted by graph expansion
-_GRAPH_FACTS = 8  # neighbour facts admitted by graph expansion
-# Relevance given to what only the graph links to the cue: enough to be recalled, below direct matches.
-_GRAPH_EDGE_FLOOR = 0.4
-_GRAPH_FACT_FLOOR = 0.35
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Asked:
+    """What one ranked list asks of every scope it reads: the tiers, the filters and the time it is ranked at."""
+
+    chosen: tuple[SearchTier, ...]
+    tables: tuple[TableName, ...]
+    subject: str | None  # canonical
+    where: MetadataFilter | None
+    window: TimeWindow | None
+    categories: frozenset[str] | None
+    now: datetime
 
 
 class Search:
@@ -140,8 +150,13 @@ class Search:
         window: TimeWindow | None = None,
         as_of: datetime | None = None,
         categories: frozenset[str] | None = None,
+        shared: Sequence[tuple[str, MemoryContext]] = (),
     ) -> list[RankedMemoryItem]:
         """Memories across the chosen tiers, ranked for ``cue`` (most recent and salient without one).
+
+        ``shared``: (scope, owner context) of each shared scope read besides ``ctx``'s own memories (checked
+        by the caller): their candidates join the same pool and one ranking, each item labelled with its
+        scope in ``metadata["scope"]`` (the user's own "user"), so a small scope's best is not inflated.
 
         ``where``: only memories matching it (captured metadata, see :mod:`.._tiers._lineage`).
         ``categories``: only working entries and facts with one of these policy labels.
@@ -156,7 +171,7 @@ class Search:
             def ranked(asked: str | None, within: TimeWindow | None) -> list[RankedMemoryItem]:
                 return self._recall(
                     ctx, asked, limit=limit, tiers=tiers, subject=subject, where=where, window=within,
-                    categories=categories,
+                    categories=categories, shared=shared,
                 )  # fmt: skip
 
             mention = time_mention(cue, as_of or self.tiers.clock.now()) if cue and window is None else None
@@ -183,28 +198,82 @@ class Search:
         where: MetadataFilter | None,
         window: TimeWindow | None,
         categories: frozenset[str] | None = None,
+        shared: Sequence[tuple[str, MemoryContext]] = (),
     ) -> list[RankedMemoryItem]:
         aliases = self.tiers.aliases(ctx)
-        canon = canonical_subject(subject, aliases=aliases) if subject is not None else None
-        now = self.tiers.clock.now()
         chosen = self.chosen(tiers)
-        tables = [table for tier in chosen for table in _SOURCES[tier]]
-        allowed = self.lineage.allowed(ctx, where, window, tables, categories)
+        asked = _Asked(
+            chosen=tuple(chosen),
+            tables=tuple(table for tier in chosen for table in _SOURCES[tier]),
+            subject=canonical_subject(subject, aliases=aliases) if subject is not None else None,
+            where=where,
+            window=window,
+            categories=categories,
+            now=self.tiers.clock.now(),
+        )
+        # The user's own memories and each shared scope's, labelled with their scope when there are several.
+        owners = [("user" if shared else "", ctx), *shared]
+        if cue is None or not cue.strip():
+            items = [
+                labelled(item, label) if label else item
+                for label, owner in owners
+                for item in self._browsed(owner, asked)
+            ]
+            return rank_without_cue(items, now=asked.now, options=self.options, limit=limit)
+        meaning = self._meaning(cue)
+        named = named_subjects(cue, aliases)
+        candidates: list[Candidate] = []
+        searched = 0  # memories the vector searches compared: how high "unrelated" reaches
+        for label, owner in owners:  # one pool: every scope's candidates ranked together, on one scale
+            found, compared = self._candidates(owner, asked, cue, meaning, named, pool=max(limit * 3, 30))
+            searched += compared
+            candidates += [replace(c, item=labelled(c.item, label)) if label else c for c in found.values()]
+        if shared:  # each scope's index weighs words by its own rows: scored again over the one pool
+            bm25 = pooled_scores(cue, [c.item.text for c in candidates], [c.context for c in candidates])
+            candidates = [replace(c, lexical=float(s)) for c, s in zip(candidates, bm25, strict=True)]
+        return rank(
+            candidates,
+            now=asked.now,
+            options=self.options,
+            cue=cue,
+            # Without a meaning only shared words make a memory related.
+            related_similarity=meaning[0].threshold(searched, self.options.unrelated_rate) if meaning else math.inf,
+            unrelated_similarity=meaning[0].threshold(searched, 0.5) if meaning else math.inf,
+            named=named,
+            aliases=aliases,
+            limit=limit,
+        )
+
+    def _browsed(self, ctx: MemoryContext, asked: _Asked) -> list[MemoryItem]:
+        """Without a cue: one owner's memories of the chosen tiers, for :func:`rank_without_cue`."""
+        allowed = self.lineage.allowed(ctx, asked.where, asked.window, asked.tables, asked.categories)
+        session_seq = self.tiers.session_seq(ctx) if "working" in asked.chosen else 0
+        # Within a window the log is what was said then; over all time it is noise beside the episodes.
+        browsed = _BROWSE if asked.window is None else (*_BROWSE, "turns")
+        items: list[MemoryItem] = []
+        for table in (t for t in asked.tables if t in browsed):
+            scoped = self._where(ctx, table, asked.subject, allowed, browse=True)
+            if scoped is not None:
+                items += [self.item(r, asked.now, session_seq) for r in self.tiers.store.query(table, scoped)]
+        return items
+
+    def _candidates(
+        self,
+        ctx: MemoryContext,
+        asked: _Asked,
+        cue: str,
+        meaning: tuple[Calibration, np.ndarray] | None,
+        named: set[str],
+        *,
+        pool: int,
+    ) -> tuple[dict[tuple[str, str], Candidate], int]:
+        """One owner's candidates for ``cue``, by key, and how many memories its vector searches compared."""
+        tables, canon, now = asked.tables, asked.subject, asked.now
+        allowed = self.lineage.allowed(ctx, asked.where, asked.window, tables, asked.categories)
         # A document's passages are recalled once its last one is written (a rerun finishes a stopped one).
         unfinished = self.lineage.unfinished_documents(ctx) if "chunks" in tables else frozenset()
-        session_seq = self.tiers.session_seq(ctx) if "working" in chosen else 0
+        session_seq = self.tiers.session_seq(ctx) if "working" in asked.chosen else 0
         store = self.tiers.store
-        if cue is None or not cue.strip():
-            items: list[MemoryItem] = []
-            # Within a window the log is what was said then; over all time it is noise beside the episodes.
-            browsed = _BROWSE if window is None else (*_BROWSE, "turns")
-            for table in (t for t in tables if t in browsed):
-                scoped = self._where(ctx, table, canon, allowed, browse=True)
-                if scoped is not None:
-                    items += [self.item(r, now, session_seq) for r in store.query(table, scoped)]
-            return rank_without_cue(items, now=now, options=self.options, limit=limit)
-        meaning = self._meaning(cue)
-        pool = max(limit * 3, 30)
         found: dict[tuple[str, str], Candidate] = {}
         # One full-text and one vector search per table. A user's cached rows are searched here, in memory;
         # the others' searches go to LanceDB, all in flight at once (it releases the GIL).
@@ -219,7 +288,7 @@ class Search:
                     table, cue, meaning[1] if meaning else None, scoped, limit=pool, parsed=known
                 )
                 searches.append((table, cached or self._submitted(table, cue, meaning, scoped, pool)))
-        searched = 0  # memories the vector searches compared: how high "unrelated" reaches
+        searched = 0
         for table, result in searches:
             done = result if isinstance(result, CachedSearches) else result()
             searched += done.searched
@@ -240,24 +309,12 @@ class Search:
                     keys=record.keys if isinstance(record, WorkingEntry | Fact) else (),
                 )
         query_vector = meaning[1] if meaning else None
-        self._mark_past(ctx, query_vector, now, found, canon, allowed if "semantic" in chosen else {})
-        named = named_subjects(cue, aliases)
+        self._mark_past(ctx, query_vector, now, found, canon, allowed if "semantic" in asked.chosen else {})
         # Not under a filter: a graph neighbour is linked to the cue, not to the turns or times the filter chose.
-        graph = self.relations.options is not None and canon is None and "semantic" in chosen and allowed is None
+        graph = self.relations.options is not None and canon is None and "semantic" in asked.chosen and allowed is None
         if graph and query_vector is not None:
-            self._expand_through_graph(ctx, query_vector, named, now, found)
-        return rank(
-            list(found.values()),
-            now=now,
-            options=self.options,
-            cue=cue,
-            # Without a meaning only shared words make a memory related.
-            related_similarity=meaning[0].threshold(searched, self.options.unrelated_rate) if meaning else math.inf,
-            unrelated_similarity=meaning[0].threshold(searched, 0.5) if meaning else math.inf,
-            named=named,
-            aliases=aliases,
-            limit=limit,
-        )
+            through_graph(self.tiers, self.relations, ctx, query_vector, named, now, found)
+        return found, searched
 
     def _submitted(
         self, table: TableName, cue: str, meaning: tuple[Calibration, np.ndarray] | None, scoped: Where, pool: int
@@ -324,45 +381,4 @@ class Search:
                 item=self.item(hit.record, now),
                 similarity=float(similarity(query_vector, hit.vector)[0]),
                 lexical=0.0,
-            )
-
-    def _expand_through_graph(
-        self,
-        ctx: MemoryContext,
-        query_vector: np.ndarray,
-        named: set[str],
-        now: datetime,
-        found: dict[tuple[str, str], Candidate],
-    ) -> None:
-        """Entities the cue names bring their edges and their one-hop neighbours' facts into the pool."""
-        graph = self.relations.graph(ctx)
-        entities = sorted(n for n in named if n in graph)
-        if not entities:
-            return
-        edges = {e.id: e for entity in entities for e in graph.neighbours(entity)[:_GRAPH_EDGES]}
-        if edges:
-            vectors = self.tiers.embed([embedded_text(e) for e in edges.values()])
-            similarity = calibration(self.tiers.embedder).similarity(query_vector, vectors)
-            for edge, sim in zip(edges.values(), similarity, strict=True):
-                found.setdefault(
-                    ("edges", edge.id),
-                    Candidate(
-                        item=self.item(edge, now),
-                        similarity=float(sim),
-                        lexical=0.0,
-                        via_graph=_GRAPH_EDGE_FLOOR,
-                    ),
-                )
-        neighbours = sorted({n for entity in entities for n in graph.neighbour_nodes(entity)} - set(entities))
-        if not neighbours:
-            return
-        where = Where(eq=scope(ctx), isin={"status": ["active"], "subject": neighbours})
-        for hit in self.tiers.store.vector_search("facts", query_vector, where, limit=_GRAPH_FACTS):
-            key = ("facts", hit.record.id)
-            old = found.get(key)
-            found[key] = Candidate(
-                item=old.item if old else self.item(hit.record, now),
-                similarity=float(calibration(self.tiers.embedder).similarity(query_vector, hit.vector)[0]),
-                lexical=old.lexical if old else 0.0,
-                via_graph=_GRAPH_FACT_FLOOR,
             )
