@@ -14,6 +14,7 @@ from .._errors import InvalidArgumentError
 from .._read import MemoryCapability
 from .._records import Fact, MemoryContext, shared_kind
 from .._store import Where
+from .._text import content_terms
 
 __all__ = ["ERASED", "SHARED_BY", "SharedProposal", "anonymise", "contributions", "proposals", "share"]
 
@@ -70,13 +71,16 @@ class SharedProposal(BaseModel):
     fact_ids: tuple[str, ...] = Field(description="Their facts, in the order of ``users``: share() takes one.")
 
 
-def _same(text: str) -> str:
-    return " ".join(text.casefold().rstrip(".!").split())
+def _same(text: str) -> tuple[str, ...]:
+    """Held alike: the same informative words in the same order, lightly stemmed, whatever the filler,
+    case and punctuation ("We use pytest for tests." and "we use Pytest for testing"); the order keeps
+    "I like cats more than dogs" apart from "I like dogs more than cats"."""
+    return tuple(content_terms(text)) or (text.casefold().strip(),)
 
 
 def proposals(capability: MemoryCapability, namespace: str, scope: str, *, min_users: int = 2) -> list[SharedProposal]:
-    """Facts held alike (same subject, same words) by at least ``min_users`` of the users granted ``scope``
-    and not yet in it: for the operator or the users to review, then ``share``."""
+    """Facts held alike (same subject, the same informative words in order) by at least ``min_users`` of
+    the users granted ``scope`` and not yet in it: for the operator or the users to review, then ``share``."""
     if isinstance(min_users, bool) or not isinstance(min_users, int) or min_users < 2:
         raise InvalidArgumentError("min_users must be an int of at least 2")
     owner = capability.access.operator_view(namespace, scope)

@@ -408,6 +408,24 @@ async def test_facts_several_granted_users_hold_are_proposed_not_moved(mem: Memo
         await mem.propose_shared("default", TEAM, min_users=1)
 
 
+@pytest.mark.parametrize(
+    ("nick_says", "alike"),
+    [
+        ("we use Pytest for testing", True),
+        ("WE USE PYTEST FOR TESTS!", True),
+        ("We use unittest for tests.", False),
+        ("Tests use pytest for us.", False),  # the same words in another order say something else
+    ],
+    ids=["other-filler", "case-and-punctuation", "other-word", "other-order"],
+)
+async def test_proposals_match_facts_worded_alike(mem: MemorySystem, nick_says: str, alike: bool) -> None:
+    await mem.grant("default", "nick", TEAM)
+    await mem.remember(_ctx("gina"), "We use pytest for tests.")
+    await mem.remember(_ctx("nick"), nick_says)
+    proposed = [(p.text, p.users) for p in await mem.propose_shared("default", TEAM)]
+    assert proposed == ([("We use pytest for tests.", ("gina", "nick"))] if alike else [])
+
+
 def test_the_mcp_command_line_names_the_scopes(mem: MemorySystem) -> None:
     values = {"user_id": "gina", "read_scopes": (TEAM,), "write_scope": TEAM, "agent_id": "helper"}
     server = _Memory(config=config_from(values, {}), capability=mem.capability, forget=None)
