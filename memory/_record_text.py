@@ -12,14 +12,15 @@ MAX_TEXT = 8000
 # The version of :func:`embedded_text`, recorded in each store beside its embedder: bump it when the
 # text a record is embedded from changes, so a store embedded the old way is reported and
 # ``tiermem reembed`` re-embeds it (a store recording none was embedded by version 1).
-EMBED_RECIPE = 1
+EMBED_RECIPE = 2  # 2: a turn's messages without their role labels
 Embedded = Turn | WorkingEntry | Episode | Fact | Edge | Digest | Chunk
 
 
 def embedded_text(record: Embedded) -> str:
     """The text whose vector a record is stored with: an episode's summary, otherwise its text.
 
-    A turn's text is its messages, an edge's is ``source --relation--> target``. Retrieval keys are
+    A turn's is its messages, each after its speaker's name if it has one (not after its role); an
+    edge's is ``source --relation--> target``. Retrieval keys are
     not embedded: measured, broader terms in the vector cost the default embedder hit@1 and let the
     static one recall more unrelated cues (bench/RESULTS-paraphrase.md, "Retrieval keys"); they are
     searched by full text instead (:func:`~tiermem.memory._index._rows.search_context`).
@@ -27,6 +28,12 @@ def embedded_text(record: Embedded) -> str:
     """
     if isinstance(record, Episode):
         return record.summary
+    if isinstance(record, Turn):
+        # A role ("user", "assistant") labels half of all turns alike: it tells nothing about a turn and
+        # moves every turn's vector one way, off the background the meaning gate is calibrated on
+        # (labelled background sentences: mean centered cosine 0.12, not 0.0), so paraphrases fell under
+        # the gate (bench/RESULTS.md, "Recall by meaning over turns"). A speaker's name stays: a cue names it.
+        return "\n".join(f"{m.name}: {m.content}" if m.name else m.content for m in record.messages)
     return record.text
 
 

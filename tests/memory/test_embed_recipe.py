@@ -4,13 +4,14 @@ embedded by another recipe is reported, and ``tiermem reembed`` re-embeds it and
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 
 import lancedb
 import numpy as np
 import pytest
 
-from tiermem import HashingEmbedder, MemoryContext, Store, create_memory_capability
+from tiermem import HashingEmbedder, MemoryContext, Message, Store, Turn, create_memory_capability
 from tiermem.memory._cli._main import main as cli_main
 from tiermem.memory._record_text import EMBED_RECIPE, embedded_text
 from tiermem.memory._store import recipe_of, stored_meta
@@ -66,7 +67,7 @@ def test_a_new_store_records_this_codes_recipe(tmp_path: Path) -> None:
     assert stored_meta(_store(tmp_path))[RECIPE] == str(EMBED_RECIPE)
 
 
-def test_a_store_made_before_recipes_counts_as_recipe_1_and_opens_silently(
+def test_a_store_made_before_recipes_counts_as_recipe_1_and_is_reported(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = _store(tmp_path)
@@ -74,10 +75,26 @@ def test_a_store_made_before_recipes_counts_as_recipe_1_and_opens_silently(
     assert RECIPE not in stored_meta(path) and recipe_of(stored_meta(path)) == "1"
 
     with caplog.at_level(logging.WARNING, logger="tiermem"):
-        create_memory_capability(store=path, embedder=EMBEDDER)
         create_memory_capability(store=path, embedder=EMBEDDER, create=False)
 
-    assert _warnings(caplog) == []
+    [message] = _warnings(caplog)
+    assert (
+        f"embedded with recipe 1 (which text of a record is embedded), this tiermem embeds with recipe {EMBED_RECIPE}"
+        in message
+    )
+
+
+def _turn(seq: int, *messages: Message) -> Turn:
+    return Turn(id=f"turn-{seq}", namespace="default", user_id="u-1", session_id="s-1", seq=seq, messages=messages,
+                created_at=datetime(2026, 3, 1, tzinfo=UTC))  # fmt: skip
+
+
+def test_a_turn_is_embedded_without_role_labels_but_with_speaker_names() -> None:
+    turn = _turn(1, Message(role="user", content="I keep bees."), Message(role="assistant", content="How many?"))
+    named = _turn(2, Message(role="user", name="Jon", content="I opened a studio."))
+    assert embedded_text(turn) == "I keep bees.\nHow many?"
+    assert turn.text == "user: I keep bees.\nassistant: How many?"  # what is shown and searched by words
+    assert embedded_text(named) == "Jon: I opened a studio."
 
 
 @pytest.mark.parametrize("create", [True, False], ids=["writer", "read-only"])
