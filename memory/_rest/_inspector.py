@@ -101,7 +101,7 @@ def build_inspector(mem: MemorySystem, *, allow_writes: bool = False, token: str
                     f"{param}={cursor[:40]!r} is no place in the list: follow its links"
                 ) from None
         found = await mem.list(who, limit=PAGE_LIMIT, cursor=cursor or None, **filters)
-        return list(found.items), page_pager(request, param, found)
+        return list(found.items), page_pager(request, param, found, PAGE_LIMIT)
 
     @app.get("/", response_class=HTML)
     async def index(request: Request, users: Annotated[int, Query(ge=0, le=10**9)] = 0) -> HTMLResponse:

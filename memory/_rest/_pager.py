@@ -35,15 +35,16 @@ def href(request: Request, anchor: str, **changes: str | None) -> str:
     return request.url.path + (f"?{urlencode(query)}" if query else "") + f"#{anchor}"
 
 
-def page_pager(request: Request, param: str, page: MemoryPage) -> Pager:
-    """The pager of a ``list()`` page whose cursor the query holds as ``param`` (also the section's anchor)."""
+def page_pager(request: Request, param: str, page: MemoryPage, size: int) -> Pager:
+    """The pager of a ``list()`` page of ``size`` whose cursor the query holds as ``param`` (also the
+    section's anchor); the page before the second is the first, at its own plain address."""
 
-    def to(cursor: str | None) -> str | None:
-        return None if cursor is None else href(request, param, **{param: cursor})
+    def to(cursor: str | None, first: bool = False) -> str | None:
+        return None if cursor is None else href(request, param, **{param: None if first else cursor})
 
     shown = len(page.items)
     first, last = (page.offset + 1, page.offset + shown) if shown else (0, 0)
-    return Pager(first, last, page.total, to(page.prev_cursor), to(page.next_cursor))
+    return Pager(first, last, page.total, to(page.prev_cursor, page.offset <= size), to(page.next_cursor))
 
 
 def offset_pager(request: Request, param: str, start: int, shown: int, total: int, size: int) -> Pager:
