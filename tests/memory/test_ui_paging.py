@@ -205,7 +205,7 @@ CURSOR = "WyIyMDI2LTAxLTAxVDAwOjAwOjAwKzAwOjAwIiwgImZhY3RfeCIsICJzaWRld2F5cyJd"
         (f"/u/acme/many?episodes={CURSOR}", "episodes='WyIy"),
         ("/u/acme/many?working=" + "A" * 5000, "at most 4096 characters"),
         ("/u/acme/many?status=deleted", "status must be one of active, superseded, archived"),
-        ("/u/acme/many?subject=%3Cscript%3E", "subject"),
+        ("/u/acme/many?subject=%3Cscript%3E", "invalid subject '<script>'"),
         ("/u/acme/many?subject=" + "x" * 100, "at most 64 characters"),
         ("/?users=-1", "greater than or equal to 0"),
         ("/?users=two", "valid integer"),
