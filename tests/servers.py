@@ -1,4 +1,5 @@
-"""Running ``tiermem`` servers as real subprocesses in tests: the command, an offline environment, a port."""
+"""Running ``tiermem`` servers as real subprocesses in tests: the command, an offline environment, a port;
+and the headless Chromium that reads the inspector's pages."""
 
 from __future__ import annotations
 
@@ -9,7 +10,22 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["assert_no_network", "free_port", "server_env", "tiermem_command", "wait_for_port"]
+__all__ = [
+    "CHROMIUM",
+    "CHROMIUM_ARGS",
+    "assert_no_network",
+    "free_port",
+    "server_env",
+    "tiermem_command",
+    "wait_for_port",
+]
+
+CHROMIUM = Path("/usr/bin/chromium")
+"""Debian's Chromium, driven by Playwright in the inspector's browser tests."""
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
 
 GUARD = """
 import os, socket

@@ -23,7 +23,7 @@ from .._errors import InvalidArgumentError, MemoryNotFoundError
 from .._identity import fact_id
 from .._items import MemoryItem
 from .._options import SemanticOptions, WorkingOptions
-from .._paging import checked_id, checked_strings, decode_cursor, encode_cursor
+from .._paging import checked_id, checked_strings, decode_cursor, window
 from .._policy import checked_categories
 from .._records import Digest, Edge, Episode, Fact, MemoryContext, Tier, Turn, WorkingEntry
 from .._secrets import Redactor
@@ -196,7 +196,8 @@ class Governance:
         if unknown or not tiers:
             raise InvalidArgumentError(f"unknown tiers {unknown}; choose from {list(TIER_TABLES)}")
         statuses = None if status is None else checked_strings(status, "status")
-        after = decode_cursor(cursor) if cursor is not None else None
+        if cursor is not None:
+            decode_cursor(cursor)  # a bad cursor is refused before any table is read
         tables = [table for t, table in TIER_TABLES.items() if t in tiers]
         labels = checked_categories(categories)
         allowed = self.lineage.allowed(ctx, checked_where(where), checked_window(since, until), tables, labels)
@@ -215,9 +216,8 @@ class Governance:
         if allowed is not None:
             keys = [k for k in keys if k[1] in allowed.get(k[2], ())]
         keys.sort()
-        if after is not None:
-            keys = [k for k in keys if (k[0], k[1]) > after]
-        page, more = keys[:limit], len(keys) > limit
+        shown = window(keys, cursor, limit)
+        page = keys[shown.start : shown.stop]
         by_table: dict[TierTable, list[str]] = {}
         for _, rid, table in page:
             by_table.setdefault(table, []).append(rid)
@@ -225,7 +225,10 @@ class Governance:
         for table, ids in by_table.items():
             records.update({r.id: r for r in self.store.get(table, Where(eq=scope(ctx)), ids)})
         items = tuple(self.item(records[rid]) for _, rid, _ in page if rid in records)
-        return MemoryPage(items=items, next_cursor=encode_cursor(page[-1][:2]) if more and page else None)
+        return MemoryPage(
+            items=items, next_cursor=shown.next_cursor, prev_cursor=shown.prev_cursor, total=len(keys),
+            offset=shown.start,
+        )  # fmt: skip
 
     def get_sync(self, ctx: MemoryContext, rid: str) -> MemoryItem:
         """The blocking body of ``get``."""

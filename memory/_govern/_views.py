@@ -17,10 +17,13 @@ class _Frozen(BaseModel):
 
 
 class MemoryPage(_Frozen):
-    """One page of ``list``: memories oldest first, by ``(created_at, id)``."""
+    """One page of ``list``: memories oldest first, by ``(created_at, id)``, and where it stands among them."""
 
     items: tuple[MemoryItem, ...] = Field(description="The memories of this page.")
     next_cursor: str | None = Field(default=None, description="Pass it back for the next page; None at the end.")
+    prev_cursor: str | None = Field(default=None, description="Pass it back for the page before; None on the first.")
+    total: int = Field(ge=0, description="How many memories match the filters, over every page.")
+    offset: int = Field(ge=0, description="How many of them come before this page.")
 
 
 class MemoryVersion(_Frozen):

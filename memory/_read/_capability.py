@@ -354,7 +354,8 @@ class MemoryCapability:
         categories: Sequence[str] | None = None,
         scope: str | None = None,
     ) -> MemoryPage:
-        """The user's memories oldest first, a page at a time: pass ``next_cursor`` back for the next.
+        """The user's memories oldest first, a page at a time: pass ``next_cursor`` (``prev_cursor``) back for the
+        next (previous) page; ``total`` and ``offset`` say where the page stands.
 
         ``where``, ``since``, ``until`` and ``categories``: only memories from turns captured with matching
         metadata, said in that window, or labelled with one of those categories, as for :meth:`recall`.

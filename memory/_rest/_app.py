@@ -233,7 +233,7 @@ def build_app(mem: MemorySystem, keys: ApiKeys, *, max_body_bytes: int = MAX_BOD
 
     @app.get("/v1/memories", operation_id="list_memories", tags=["govern"])
     async def list_memories(ctx: User, query: Annotated[ListQuery, Query()]) -> MemoryPage:
-        """The user's memories oldest first, a page at a time: pass next_cursor back as cursor."""
+        """The user's memories oldest first, a page at a time: pass next_cursor (prev_cursor) back as cursor."""
         return await mem.list(ctx, **query.model_dump())
 
     @app.get("/v1/memories/{memory_id}", operation_id="get_memory", tags=["govern"], dependencies=plain)

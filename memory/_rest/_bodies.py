@@ -83,7 +83,7 @@ class ListQuery(_Strict):
     since: AwareDatetime | None = Field(default=None, description="Only what was said from this time on.")
     until: AwareDatetime | None = Field(default=None, description="Only what was said before this time.")
     limit: int = Field(default=50, ge=1, le=1000, description="At most this many.")
-    cursor: str | None = Field(default=None, max_length=4096, description="The next_cursor of the previous page.")
+    cursor: str | None = Field(default=None, max_length=4096, description="A page's next_cursor or prev_cursor.")
     scope: str | None = Field(
         default=None, max_length=300, description="A shared scope the key reads ('team:eng'), not the user's own."
     )

@@ -11,19 +11,23 @@ from __future__ import annotations
 import io
 import logging
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from fastapi import FastAPI, Form, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from pydantic import ValidationError
 
 from .._errors import AccessDeniedError, InvalidArgumentError, MemoryNotFoundError, TiermemError
+from .._paging import decode_cursor
 from .._read import graph_data
-from .._records import MemoryContext
+from .._records import Fact, MemoryContext
+from .._subjects import MAX_SUBJECT_LENGTH
 from .._write import MemorySystem
 from ._guard import InspectorGuard
+from ._pager import Pager, offset_pager, page_pager
 from ._statuses import status_of
 
 __all__ = ["PAGE_LIMIT", "build_inspector"]
@@ -32,8 +36,11 @@ log = logging.getLogger("tiermem.ui")
 
 FILES = Path(__file__).with_name("_ui")
 PAGE_LIMIT = 200
-"""Most memories a list on a page shows; the page says when there are more."""
+"""Most items a list on a page shows; links lead to the pages before and after."""
 HTML = HTMLResponse
+FACT_STATUSES: tuple[str, ...] = get_args(Fact.model_fields["status"].annotation)
+Cursor = Annotated[str, Query(max_length=4096)]
+"""Where a list of memories stands: a cursor ``list()`` returned; empty for its first page."""
 
 
 def _who(namespace: str, user_id: str) -> MemoryContext:
@@ -58,9 +65,16 @@ def build_inspector(mem: MemorySystem, *, allow_writes: bool = False, token: str
     @app.exception_handler(TiermemError)
     async def refused(request: Request, exc: TiermemError) -> HTMLResponse:
         status = status_of(exc)
+        status = 400 if status == 422 else status  # the page's query or form did not hold: a Bad Request
         log.log(logging.ERROR if status >= 500 else logging.INFO, "%s %s: %s", request.method, request.url.path,
                 type(exc).__name__)  # fmt: skip
         return page(request, "error.html", status, error=type(exc).__name__, message=str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def malformed(request: Request, exc: RequestValidationError) -> HTMLResponse:
+        where = ", ".join(f"{'.'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in exc.errors())
+        log.info("%s %s: a malformed request", request.method, request.url.path)
+        return page(request, "error.html", 400, error="Bad request", message=where)
 
     def known(namespace: str, user_id: str) -> MemoryContext:
         who = _who(namespace, user_id)
@@ -76,32 +90,64 @@ def build_inspector(mem: MemorySystem, *, allow_writes: bool = False, token: str
         found = await mem.list(who, limit=PAGE_LIMIT, **filters)
         return list(found.items), found.next_cursor is not None
 
+    async def paged(request: Request, who: MemoryContext, param: str, cursor: str,
+                    **filters: Any) -> tuple[list[Any], Pager]:  # fmt: skip
+        """A page of the list whose place the query holds as ``param``."""
+        if cursor:  # refused here naming the list, not as list()'s own argument
+            try:
+                decode_cursor(cursor)
+            except InvalidArgumentError:
+                raise InvalidArgumentError(
+                    f"{param}={cursor[:40]!r} is no place in the list: follow its links"
+                ) from None
+        found = await mem.list(who, limit=PAGE_LIMIT, cursor=cursor or None, **filters)
+        return list(found.items), page_pager(request, param, found, PAGE_LIMIT)
+
     @app.get("/", response_class=HTML)
-    async def index(request: Request) -> HTMLResponse:
+    async def index(request: Request, users: Annotated[int, Query(ge=0, le=10**9)] = 0) -> HTMLResponse:
+        everyone = mem.tiers.users()  # sorted by namespace, then user id
+        shown = everyone[users : users + PAGE_LIMIT]
         spaces: dict[str, list[str]] = {}
-        for who in mem.tiers.users():
+        for who in shown:
             spaces.setdefault(who.namespace, []).append(who.user_id)
-        return page(request, "index.html", spaces=spaces, store=mem.store.uri)
+        pager = offset_pager(request, "users", users, len(shown), len(everyone), PAGE_LIMIT)
+        return page(request, "index.html", spaces=spaces, store=mem.store.uri, pager=pager)
 
     @app.get("/u/{namespace}/{user_id}", response_class=HTML)
-    async def user(request: Request, namespace: str, user_id: str) -> HTMLResponse:
+    async def user(request: Request, namespace: str, user_id: str, facts: Cursor = "", episodes: Cursor = "",
+                   parked: Cursor = "", working: Cursor = "",
+                   subject: Annotated[str, Query(max_length=MAX_SUBJECT_LENGTH)] = "",
+                   status: Annotated[str, Query(max_length=20)] = "") -> HTMLResponse:  # fmt: skip
         who = known(namespace, user_id)
-        facts, more_facts = await listed(who, tier="semantic")
-        episodes, more_episodes = await listed(who, tier="episodic")
+        if status and status not in FACT_STATUSES:
+            raise InvalidArgumentError(f"status must be one of {', '.join(FACT_STATUSES)}, not {status!r}")
+        about = {"subject": subject or None, "status": status or None}
+        lists = {
+            "facts": await paged(request, who, "facts", facts, tier="semantic", **about),
+            "episodes": await paged(request, who, "episodes", episodes, tier="episodic"),
+            "parked": await paged(request, who, "parked", parked, tier="episodic", status=["parked", "failed"]),
+            "working": await paged(request, who, "working", working, tier="working"),
+        }
         digests, _ = await listed(who, tier="digest")
-        working, _ = await listed(who, tier="working")
-        parked, _ = await listed(who, tier="episodic", status=["parked", "failed"])
         return page(
-            request, "user.html", who=who, stats=await mem.stats(who), facts=facts, more_facts=more_facts,
-            episodes=episodes, more_episodes=more_episodes, digest=digests[-1] if digests else None,
-            working=working, parked=parked,
+            request, "user.html", who=who, stats=await mem.stats(who), digest=digests[-1] if digests else None,
+            items={name: found for name, (found, _) in lists.items()},
+            pagers={name: pager for name, (_, pager) in lists.items()},
+            filters={"subject": subject, "status": status}, statuses=FACT_STATUSES,
+            places={"episodes": episodes, "parked": parked, "working": working},
         )  # fmt: skip
 
     @app.get("/u/{namespace}/{user_id}/memory/{memory_id}", response_class=HTML)
-    async def memory(request: Request, namespace: str, user_id: str, memory_id: str) -> HTMLResponse:
+    async def memory(request: Request, namespace: str, user_id: str, memory_id: str,
+                     turns: Annotated[int, Query(ge=0, le=10**9)] = 0) -> HTMLResponse:  # fmt: skip
         who = known(namespace, user_id)
         item = await mem.get(who, memory_id)
-        return page(request, "memory.html", who=who, item=item, versions=await mem.history(who, memory_id))
+        versions = await mem.history(who, memory_id)
+        most = max((len(v.turns) for v in versions), default=0)  # each version's turns, a page of them at a time
+        shown = len(range(most)[turns : turns + PAGE_LIMIT])
+        pager = offset_pager(request, "turns", turns, shown, most, PAGE_LIMIT)
+        return page(request, "memory.html", who=who, item=item, versions=versions, pager=pager, start=turns,
+                    size=PAGE_LIMIT)  # fmt: skip
 
     @app.get("/u/{namespace}/{user_id}/search", response_class=HTML)
     async def search(request: Request, namespace: str, user_id: str,

@@ -97,6 +97,39 @@ async def test_list_pages_in_a_stable_order_without_gaps_or_repeats(
     assert seen == [f.id for f in sorted(added, key=lambda f: (f.created_at, f.id))]
 
 
+@pytest.mark.parametrize("limit", [1, 3, 7, 50], ids=["one", "three", "seven", "all"])
+async def test_list_pages_back_to_the_same_pages_and_says_where_each_stands(
+    mem: MemorySystem, ctx: MemoryContext, clock: FrozenClock, limit: int
+) -> None:
+    for i in range(7):
+        await mem.add_semantic_fact(ctx, f"The user owns bicycle number {i}.")
+        if i % 3 == 0:
+            clock.advance(minutes=1)
+    forward = [await mem.list(ctx, tier="semantic", limit=limit)]
+    while forward[-1].next_cursor is not None:
+        forward.append(await mem.list(ctx, tier="semantic", limit=limit, cursor=forward[-1].next_cursor))
+    assert [(p.total, p.offset) for p in forward] == [(7, n) for n in range(0, 7, limit)]
+    assert forward[0].prev_cursor is None and all(p.prev_cursor for p in forward[1:])
+    back = [forward[-1]]
+    while back[-1].prev_cursor is not None:
+        back.append(await mem.list(ctx, tier="semantic", limit=limit, cursor=back[-1].prev_cursor))
+    assert [p.items for p in reversed(back)] == [p.items for p in forward]
+    assert [p.offset for p in reversed(back)] == [p.offset for p in forward]
+
+
+async def test_list_pages_back_to_a_full_first_page_after_a_memory_is_removed(
+    mem: MemorySystem, ctx: MemoryContext
+) -> None:
+    for i in range(5):
+        await mem.add_semantic_fact(ctx, f"The user owns bicycle number {i}.")
+    first = await mem.list(ctx, tier="semantic", limit=2)
+    second = await mem.list(ctx, tier="semantic", limit=2, cursor=first.next_cursor)
+    await mem.forget(ctx, first.items[0].id)
+    again = await mem.list(ctx, tier="semantic", limit=2, cursor=second.prev_cursor)
+    assert [i.id for i in again.items] == [first.items[1].id, second.items[0].id]
+    assert (again.offset, again.total, again.prev_cursor) == (0, 4, None)
+
+
 async def test_list_filters_by_tier_subject_and_status(mem: MemorySystem, ctx: MemoryContext) -> None:
     await converse(mem, ctx, MONI, ACME)
     old = await fact_about(mem, ctx, "acme")
@@ -117,8 +150,15 @@ async def test_list_filters_by_tier_subject_and_status(mem: MemorySystem, ctx: M
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"limit": 0}, {"limit": 1001}, {"tier": "nope"}, {"cursor": "not-a-cursor"}, {"subject": "Not A Subject!"}],
-    ids=["limit-zero", "limit-too-big", "unknown-tier", "bad-cursor", "bad-subject"],
+    [
+        {"limit": 0},
+        {"limit": 1001},
+        {"tier": "nope"},
+        {"cursor": "not-a-cursor"},
+        {"subject": "Not A Subject!"},
+        {"cursor": "WyIyMDI2LTAxLTAxVDAwOjAwOjAwKzAwOjAwIiwgImZhY3RfeCIsICJzaWRld2F5cyJd"},
+    ],
+    ids=["limit-zero", "limit-too-big", "unknown-tier", "bad-cursor", "bad-subject", "unknown-direction"],
 )
 async def test_list_refuses_bad_arguments(mem: MemorySystem, ctx: MemoryContext, kwargs: dict[str, Any]) -> None:
     with pytest.raises((InvalidArgumentError, InvalidSubjectError)):

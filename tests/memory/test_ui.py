@@ -21,7 +21,7 @@ import pytest
 from tests import servers
 from tiermem import MemoryContext, create_memory_capability, system
 
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM, CHROMIUM_ARGS = servers.CHROMIUM, servers.CHROMIUM_ARGS
 pytestmark = [
     pytest.mark.xdist_group("ui"),
     pytest.mark.slow,
@@ -29,10 +29,6 @@ pytestmark = [
 ]
 playwright = pytest.importorskip("playwright.sync_api", reason="the test extra's playwright is not installed")
 
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
 ALICE = MemoryContext(namespace="acme", user_id="caroline")
 TURNS = [
     ("My wife Moni is allergic to shellfish.", "Noted."),
