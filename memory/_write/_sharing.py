@@ -85,7 +85,7 @@ def proposals(capability: MemoryCapability, namespace: str, scope: str, *, min_u
         raise InvalidArgumentError("min_users must be an int of at least 2")
     owner = capability.access.operator_view(namespace, scope)
     present = {(f.subject, _same(f.text)) for f in capability.tiers.facts(owner)}
-    held: dict[tuple[str, str], dict[str, Fact]] = {}
+    held: dict[tuple[str, tuple[str, ...]], dict[str, Fact]] = {}
     for grant in capability.access.grants(namespace):
         if grant.scope == scope:
             user = MemoryContext(namespace=namespace, user_id=grant.user_id)
