@@ -272,3 +272,61 @@ def test_the_environment_names_the_policy_file(tmp_path: Path) -> None:
     assert done.stderr.splitlines()[0] == (
         f"tiermem: using store {store}; every namespace; model rules; policy (never health; never about moni)"
     )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["ui", "--allow-writes"], ["janitor"], ["forget", "fact_0", "--user", "u-1"]],
+    ids=["ui", "janitor", "forget"],
+)
+def test_the_other_writing_commands_refuse_a_bad_policy_too(tmp_path: Path, args: list[str]) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text('{"exclude_categorie": ["health"]}')
+    store = tmp_path / "store"
+
+    done = subprocess.run(
+        [*servers.tiermem_command(), "--store", str(store), *args, "--policy", str(policy)],
+        capture_output=True, text=True, env=_env(), cwd=tmp_path, stdin=subprocess.DEVNULL, timeout=STARTUP,
+    )  # fmt: skip
+
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"tiermem: error: Invalid value for --policy: {policy}: not a memory policy: exclude_categorie: Extra inputs "
+        f"are not permitted (see 'tiermem {args[0]} --help')"
+    ]
+    assert not store.exists()
+
+
+async def _recall_schema(tmp_path: Path, store: str, *options: str) -> str:
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(
+        command=servers.tiermem_command()[0],
+        args=[*servers.tiermem_command()[1:], "mcp", "--store", store, "--embedder", "hashing", "--user-id", "u-1",
+              *options],
+        env=_env(**servers.server_env(tmp_path)), cwd=tmp_path,
+    )  # fmt: skip
+    with (tmp_path / "server.log").open("a") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            return json.dumps(tools["recall"].input_schema)
+
+
+@pytest.mark.parametrize(
+    ("options", "labels"),
+    [([], False), (["--category", "work", "--category", "health"], True), (["--allow-writes", "--category", "work",
+     "--category", "health"], True)],
+    ids=["no-policy", "read-only", "allow-writes"],
+)  # fmt: skip
+def test_the_mcp_recall_tool_offers_the_policy_labels(tmp_path: Path, options: list[str], labels: bool) -> None:
+    pytest.importorskip("mcp")
+    store = str(tmp_path / "store")
+    system(model="rules", store=store, embedder="hashing")
+    before = sorted(p.name for p in Path(store).iterdir())
+
+    schema = asyncio.run(_recall_schema(tmp_path, store, *options))
+
+    assert ('"enum": ["work", "health"]' in schema) == labels, schema
+    if "--allow-writes" not in options:
+        assert sorted(p.name for p in Path(store).iterdir()) == before  # read-only: the policy writes nothing
