@@ -6,7 +6,7 @@ import click
 
 from .._errors import InvalidArgumentError
 from .._records import MemoryContext
-from ._options import awaited, emit, for_user, open_system
+from ._options import awaited, emit, for_user, open_system, policy_options
 from ._output import counts_text, forget_text
 
 __all__ = ["COMMANDS", "erase", "forget", "pin", "unpin"]
@@ -20,6 +20,7 @@ __all__ = ["COMMANDS", "erase", "forget", "pin", "unpin"]
 @click.option(
     "--model", default="rules", show_default=True, help="the model that rewrites the digest and episode summaries"
 )
+@policy_options
 def forget(who: MemoryContext, id: str, include_turns: bool, model: str) -> None:
     """Delete one memory and what was derived only from it; every text derived from it (episode summaries,
     observations, the digest) is rewritten without it. The captured turns, what the user said, stay

@@ -6,7 +6,8 @@ becomes one line on stderr, ``tiermem: error: ...``, and exit code 1; a usage er
 (click's message and a pointer to ``--help``), code 2.
 The only module that imports click, with its parts beside it: the shared options (``_cli_options``),
 the commands that read (``_cli_read``), change (``_cli_change``), move (``_cli_move``) and run
-(``_cli_run``), and the REST server's (``_cli_serve``); what the commands print is rendered in ``_cli_output``.
+(``_cli_run``), and the REST server's (``_cli_serve``); what the commands print is rendered in ``_cli_output``,
+and the memory policy the writing commands obey is read in ``_policy_file``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from .._errors import InvalidArgumentError
 from .._json_input import strict_json
 from .._records import MemoryContext
 from .._write import MAX_OBSERVE_WINDOW, OBSERVE_WINDOW, HistoryProgress
-from ._options import awaited, emit, for_user, known_user, open_system, output_option
+from ._options import awaited, emit, for_user, known_user, open_system, output_option, policy_options
 from ._output import counts_text, history_text
 
 __all__ = ["COMMANDS", "export", "import_", "import_history"]
@@ -59,6 +59,7 @@ def _progress_bar(turns: int) -> Any:
 @click.option("--observe-window", type=click.IntRange(1, MAX_OBSERVE_WINDOW), default=OBSERVE_WINDOW,
               show_default=True, help="turns of a session per observer call (1: one per turn)")  # fmt: skip
 @click.option("--model", help="litellm model string or 'rules' [default: from the environment]")
+@policy_options
 def import_history(who: MemoryContext, file: IO[str], concurrency: int, observe_window: int, model: str | None) -> None:
     """Feed past conversations (a JSON list, - for stdin) through the pipeline with their real dates.
 

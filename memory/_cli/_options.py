@@ -14,13 +14,16 @@ import click
 from pydantic import ValidationError
 
 from .._errors import MemoryNotFoundError, StoreNotFoundError
+from .._policy import MemoryPolicy
 from .._records import MemoryContext
 from .._store import USER_TABLES, stored_meta
 from .._write import MemorySystem, system
 from ._output import dumps
+from ._policy_file import chosen_policy, policy_options, policy_summary
 
 __all__ = [
     "awaited",
+    "chosen_policy",
     "data_options",
     "emit",
     "for_user",
@@ -30,6 +33,7 @@ __all__ = [
     "namespace_option",
     "open_system",
     "output_option",
+    "policy_options",
     "say_using",
     "user_context",
 ]
@@ -101,11 +105,20 @@ def given(name: str) -> Any:
     return click.get_current_context().meta.get(f"tiermem.{name}")
 
 
-def say_using(store: str, *, model: str | None, namespace: str | None = None, user: str | None = None) -> None:
-    """One line on stderr (stdout may be JSON or an export): the store, namespace and model a command uses."""
+def say_using(
+    store: str,
+    *,
+    model: str | None,
+    namespace: str | None = None,
+    user: str | None = None,
+    policy: MemoryPolicy | None = None,
+) -> None:
+    """One line on stderr (stdout may be JSON or an export): the store, namespace and model a command uses,
+    and the memory policy its writes obey when it was given one."""
     where = f"namespace {namespace}" if namespace else "every namespace"
     where += f", user {user}" if user else ""
-    click.echo(f"tiermem: using store {store}; {where}; model {model or 'none (reads only)'}", err=True)
+    obeys = f"; policy {policy_summary(policy)}" if policy is not None else ""
+    click.echo(f"tiermem: using store {store}; {where}; model {model or 'none (reads only)'}{obeys}", err=True)
 
 
 def open_system(
@@ -120,7 +133,9 @@ def open_system(
 
     ``read_only``: for commands that only read: nothing is created or recorded (a table the store lacks reads
     as empty), so they work on a store they may not write to. Says on stderr what it opened (:func:`say_using`),
-    with the command's user and namespace (``who``, else the USER argument; ``namespace`` without a user)."""
+    with the command's user and namespace (``who``, else the USER argument; ``namespace`` without a user).
+    A command with :func:`policy_options` writes under the policy they say (checked before the store opens)."""
+    policy = chosen_policy()
     store = given("store") or str(Path.home() / ".tiermem" / "store")
     if not create and not stored_meta(store):
         raise StoreNotFoundError(f"no tiermem store at {store!r}; give --store PATH or set TIERMEM_STORE")
@@ -130,6 +145,7 @@ def open_system(
         embedder=given("embedder"),
         embedder_dimensions=given("embedder_dimensions"),
         create=not read_only,
+        policy=policy,
     )
     who = who or given("who")
     say_using(
@@ -137,6 +153,7 @@ def open_system(
         model=None if read_only else mem.model_name,
         namespace=who.namespace if who else namespace,
         user=who.user_id if who else None,
+        policy=policy,
     )
     return mem
 

@@ -16,8 +16,9 @@ import click
 from .._errors import ConfigurationError, StoreNotFoundError
 from .._store import stored_meta
 from .._write import janitor_pass, system
-from ._options import awaited, data_options, emit, given, open_system, say_using
+from ._options import awaited, chosen_policy, data_options, emit, given, open_system, policy_options, say_using
 from ._output import janitor_text
+from ._policy_file import policy_summary
 from ._reembed import reembed_store
 
 __all__ = ["COMMANDS", "demo", "janitor", "mcp", "reembed", "worker"]
@@ -52,24 +53,28 @@ def _intervals(pairs: Sequence[str]) -> dict[str, timedelta]:
 @click.option("--every", multiple=True, metavar="JOB=SECONDS", help="override a job's interval (repeatable)")
 @click.option("--run-now", is_flag=True, help="run every job once at start")
 @click.option("--grace", type=float, default=30.0, show_default=True, help="seconds a job in flight may take on stop")
+@policy_options
 def worker(
     store: str | None, model: str | None, embedder: str | None, jobstore: str | None, every: tuple[str, ...],
     run_now: bool, grace: float,
 ) -> None:  # fmt: skip
-    """Run the scheduled jobs until SIGTERM or Ctrl-C."""
+    """Run the scheduled jobs until SIGTERM or Ctrl-C; consolidation, digests and compaction obey --policy."""
     store = store or given("store")
     if store is None:
         raise ConfigurationError("the worker needs a store: --store PATH or $TIERMEM_STORE")
+    policy = chosen_policy()  # a bad policy starts nothing
     logging.getLogger().setLevel(logging.INFO)
     intervals = _intervals(every)
-    mem = system(store=store, model=model, embedder=embedder or given("embedder"))
+    mem = system(store=store, model=model, embedder=embedder or given("embedder"), policy=policy)
+    say_using(store, model=mem.model_name, policy=policy)
 
     async def run() -> int:
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
         logging.getLogger("tiermem").info("worker running on %s (model %s)", store, mem.stages.name)
-        click.echo(f"tiermem worker: running on {store} (every namespace; model {mem.model_name})")
+        obeys = policy_summary(policy)
+        click.echo(f"tiermem worker: running on {store} (every namespace; model {mem.model_name}; policy {obeys})")
         return await mem.run_worker(stop, jobstore_url=jobstore, run_now=run_now, grace=grace, **intervals)
 
     click.echo(f"tiermem worker: stopped ({awaited(run())} job(s) abandoned)")
@@ -80,6 +85,7 @@ def worker(
 @click.option("--model", help="litellm model string or 'rules' (compaction) [default: from the environment]")
 @click.option("--dry-run", is_flag=True, help="say what the run would remove, per tier; change nothing")
 @click.option("--force", is_flag=True, help="also run the users the removal guard stops")
+@policy_options
 def janitor(model: str | None, dry_run: bool, force: bool) -> None:
     """Run the janitor once now: decay, archive, expire, settle edges, compact (what the worker runs every 6 h).
 
@@ -107,6 +113,7 @@ def janitor(model: str | None, dry_run: bool, force: bool) -> None:
 @click.option("--read-scope", "read_scopes", multiple=True, help="a shared scope recalled too (team:ID); needs a grant")
 @click.option("--write-scope", help="the shared scope remember(scope='shared') writes to; needs a write grant")
 @click.option("--agent", "agent_id", help="the agent served: remember(scope='agent') writes to agent:ID")
+@policy_options
 def mcp(**values: Any) -> None:
     """Serve one user's memory to an MCP host (needs tiermem[mcp])."""
     try:
@@ -117,17 +124,22 @@ def mcp(**values: Any) -> None:
     logging.getLogger("mcp").setLevel(logging.WARNING)
     values |= {k: values[k] or given(k) for k in ("store", "embedder", "embedder_dimensions")}
     create = values.pop("create")
+    policy = chosen_policy()  # forget's digest rewrite obeys it; recall's categories are its labels
     config = config_from(values, os.environ)
     store = config.store or str(Path.home() / ".tiermem" / "store")
     if not stored_meta(store) and not (create and config.allow_writes):
         # a mistyped path would otherwise be served as a new, empty store: the agent would "remember" nothing
         how = "" if config.allow_writes else " (a new one needs --allow-writes --create)"
         raise StoreNotFoundError(f"no tiermem store at {store!r}; check the path, or add --create to start one{how}")
-    say_using(store, model="rules" if config.allow_writes else None, namespace=config.namespace, user=config.user_id)
+    model = "rules" if config.allow_writes else None
+    say_using(store, model=model, namespace=config.namespace, user=config.user_id, policy=policy)
     capability = forget = None
-    if config.allow_writes and (config.user_id is not None or config.user_header is not None):
-        mem = system(model="rules", **capability_options(config))  # forget's digest rewrite: no model call
-        capability, forget = mem.capability, mem.forget
+    if config.user_id is not None or config.user_header is not None:
+        if config.allow_writes:
+            mem = system(model="rules", policy=policy, **capability_options(config))  # forget's rewrite: no model call
+            capability, forget = mem.capability, mem.forget
+        elif policy is not None:  # read-only: nothing is created; the policy's labels are recall's vocabulary
+            capability = system(model="rules", policy=policy, create=False, **capability_options(config)).capability
     where = {"transport": values["transport"], "host": values["host"], "port": values["port"]}
     awaited(serve(config, capability=capability, forget=forget, **where))
 

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from .._errors import ConfigurationError
-from ._options import awaited, given, keep, open_system
+from ._options import awaited, given, keep, open_system, policy_options
 
 __all__ = ["COMMANDS", "serve", "ui"]
 
@@ -31,6 +31,7 @@ __all__ = ["COMMANDS", "serve", "ui"]
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="port to listen on")
 @click.option("--create", is_flag=True, help="make the store if it does not exist (else a missing store is an error)")
 @click.option("--max-body-mib", type=click.IntRange(1, 4096), default=32, show_default=True, help="largest body read")
+@policy_options
 def serve(keys_file: str, model: str | None, host: str, port: int, create: bool, max_body_mib: int) -> None:
     """Serve a store over HTTP as a REST API (needs tiermem[rest]); the schema is at /openapi.json.
 
@@ -71,6 +72,7 @@ def serve(keys_file: str, model: str | None, host: str, port: int, create: bool,
     help="secret every request must carry [default: none on 127.0.0.1, else a new one, printed] "
     "[env: TIERMEM_UI_TOKEN]",
 )
+@policy_options
 def ui(host: str, port: int, allow_writes: bool, model: str | None, token: str | None) -> None:
     """Serve a web inspector of a store (needs tiermem[ui]): users, tiers, facts and their history, episodes,
     the digest, pending work, recall with why each result ranks, and the relations graph.
