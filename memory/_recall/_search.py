@@ -226,7 +226,9 @@ class Search:
         tables: list[str] = []
         searched = 0  # memories the vector searches compared: how high "unrelated" reaches
         for label, owner in owners:  # one pool: every scope's candidates ranked together, on one scale
-            found, compared = self._candidates(owner, asked, cue, meaning, named, pool=max(limit * 3, 30))
+            found, compared = self._candidates(
+                owner, asked, cue, meaning, named, pool=max(limit * 3, 30), columns=bool(shared)
+            )
             searched += compared
             candidates += [replace(c, item=labelled(c.item, label)) if label else c for c in found.values()]
             tables += [table for table, _ in found]
@@ -272,8 +274,10 @@ class Search:
         named: set[str],
         *,
         pool: int,
+        columns: bool = False,
     ) -> tuple[dict[tuple[str, str], Candidate], int]:
-        """One owner's candidates for ``cue``, by key, and how many memories its vector searches compared."""
+        """One owner's candidates for ``cue``, by key, and how many memories its vector searches compared
+        (``columns``: each with the full-text columns a pooled BM25 scores)."""
         tables, canon, now = asked.tables, asked.subject, asked.now
         allowed = self.lineage.allowed(ctx, asked.where, asked.window, tables, asked.categories)
         # A document's passages are recalled once its last one is written (a rerun finishes a stopped one).
@@ -313,7 +317,7 @@ class Search:
                     # raises inside its __getattr__ (6 us, twice per candidate of every recall).
                     context=record.context if isinstance(record, Turn) else "",
                     keys=record.keys if isinstance(record, WorkingEntry | Fact) else (),
-                    columns=fts_columns(record),
+                    columns=fts_columns(record) if columns else None,
                 )
         query_vector = meaning[1] if meaning else None
         self._mark_past(ctx, query_vector, now, found, canon, allowed if "semantic" in asked.chosen else {})
