@@ -22,6 +22,7 @@ __all__ = [
     "Hit",
     "TableName",
     "duplicate_losers",
+    "fts_columns",
     "per_user",
     "records_in",
     "row",
@@ -77,6 +78,12 @@ def search_context(record: BaseModel) -> str:
     return f"{getattr(record, 'context', '')} {keys}".strip()
 
 
+def fts_columns(record: BaseModel) -> tuple[str, str]:
+    """The ``text`` and ``context`` columns the store's full-text index reads of a record."""
+    text = searchable_text(record)
+    return text, f"{search_context(record)} {text}".strip()
+
+
 def row(record: StoredRecord, vector: np.ndarray | None) -> EngineRow:
     """The row of one record: its filterable columns, its text for search, the record as JSON, its vector."""
     out: EngineRow = {
@@ -86,10 +93,9 @@ def row(record: StoredRecord, vector: np.ndarray | None) -> EngineRow:
         "session_id": getattr(record, "session_id", None),
         "subject": getattr(record, "subject", None) or getattr(record, "source", None),
         "status": getattr(record, "status", None) or "active",
-        "text": searchable_text(record),
         # Full-text search reads both columns: a turn is also found by the turn it replies to,
         # a memory by its retrieval keys.
-        "context": f"{search_context(record)} {searchable_text(record)}".strip(),
+        **dict(zip(("text", "context"), fts_columns(record), strict=True)),
         "created_at": record.created_at,
         "updated_at": getattr(record, "updated_at", None) or record.created_at,
         "record": record.model_dump_json(),

@@ -63,6 +63,9 @@ class Candidate:
     via_graph: float = 0.0
     context: str = ""  # text the full-text search also matched the memory by (a turn's previous turn)
     keys: tuple[str, ...] = ()  # its retrieval keys: they rank a memory, never admit it (see rank)
+    # The full-text index's text and context columns of a memory its table's word search could find
+    # (None for one only the graph or a replacement brought in): what a pooled BM25 scores.
+    columns: tuple[str, str] | None = None
 
 
 _FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "we", "our", "us"})

@@ -17,7 +17,7 @@ from typing import Literal
 import numpy as np
 
 from .._errors import InvalidArgumentError
-from .._index import CachedSearches, pooled_scores
+from .._index import CachedSearches, fts_columns, pooled_scores
 from .._items import MemoryItem, RankedMemoryItem
 from .._options import RecallOptions
 from .._records import Alias, Chunk, Document, Fact, MemoryContext, StoredRecord, Turn, WorkingEntry
@@ -223,14 +223,22 @@ class Search:
         meaning = self._meaning(cue)
         named = named_subjects(cue, aliases)
         candidates: list[Candidate] = []
+        tables: list[str] = []
         searched = 0  # memories the vector searches compared: how high "unrelated" reaches
         for label, owner in owners:  # one pool: every scope's candidates ranked together, on one scale
-            found, compared = self._candidates(owner, asked, cue, meaning, named, pool=max(limit * 3, 30))
+            found, compared = self._candidates(
+                owner, asked, cue, meaning, named, pool=max(limit * 3, 30), columns=bool(shared)
+            )
             searched += compared
             candidates += [replace(c, item=labelled(c.item, label)) if label else c for c in found.values()]
-        if shared:  # each scope's index weighs words by its own rows: scored again over the one pool
-            bm25 = pooled_scores(cue, [c.item.text for c in candidates], [c.context for c in candidates])
-            candidates = [replace(c, lexical=float(s)) for c, s in zip(candidates, bm25, strict=True)]
+            tables += [table for table, _ in found]
+        if shared:  # each scope's index weighs words by its own rows: scored again over the one pool, per table
+            for table in dict.fromkeys(tables):
+                at = [i for i, t in enumerate(tables) if t == table and candidates[i].columns is not None]
+                columns = [candidates[i].columns or ("", "") for i in at]
+                bm25 = pooled_scores(cue, [c[0] for c in columns], [c[1] for c in columns])
+                for i, score in zip(at, bm25.tolist(), strict=True):
+                    candidates[i] = replace(candidates[i], lexical=score)
         return rank(
             candidates,
             now=asked.now,
@@ -266,8 +274,10 @@ class Search:
         named: set[str],
         *,
         pool: int,
+        columns: bool = False,
     ) -> tuple[dict[tuple[str, str], Candidate], int]:
-        """One owner's candidates for ``cue``, by key, and how many memories its vector searches compared."""
+        """One owner's candidates for ``cue``, by key, and how many memories its vector searches compared
+        (``columns``: each with the full-text columns a pooled BM25 scores)."""
         tables, canon, now = asked.tables, asked.subject, asked.now
         allowed = self.lineage.allowed(ctx, asked.where, asked.window, tables, asked.categories)
         # A document's passages are recalled once its last one is written (a rerun finishes a stopped one).
@@ -307,6 +317,7 @@ class Search:
                     # raises inside its __getattr__ (6 us, twice per candidate of every recall).
                     context=record.context if isinstance(record, Turn) else "",
                     keys=record.keys if isinstance(record, WorkingEntry | Fact) else (),
+                    columns=fts_columns(record) if columns else None,
                 )
         query_vector = meaning[1] if meaning else None
         self._mark_past(ctx, query_vector, now, found, canon, allowed if "semantic" in asked.chosen else {})

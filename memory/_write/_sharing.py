@@ -14,7 +14,7 @@ from .._errors import InvalidArgumentError
 from .._read import MemoryCapability
 from .._records import Fact, MemoryContext, shared_kind
 from .._store import Where
-from .._text import content_terms
+from .._text import content_terms, tokens
 
 __all__ = ["ERASED", "SHARED_BY", "SharedProposal", "anonymise", "contributions", "proposals", "share"]
 
@@ -71,11 +71,30 @@ class SharedProposal(BaseModel):
     fact_ids: tuple[str, ...] = Field(description="Their facts, in the order of ``users``: share() takes one.")
 
 
+# Stop words that change what a fact says, kept in its held-alike key: a negation ("we don't use
+# pytest" is not "we use pytest") and the words that order or compare ("before" / "after").
+_MEANING = frozenset(
+    ["no", "not", "nor", "never", "against", "before", "after", "above", "below", "more", "most", "less", "least",
+     "few", "only", "than"]
+)  # fmt: skip
+
+
 def _same(text: str) -> tuple[str, ...]:
     """Held alike: the same informative words in the same order, lightly stemmed, whatever the filler,
     case and punctuation ("We use pytest for tests." and "we use Pytest for testing"); the order keeps
-    "I like cats more than dogs" apart from "I like dogs more than cats"."""
-    return tuple(content_terms(text)) or (text.casefold().strip(),)
+    "I like cats more than dogs" apart from "I like dogs more than cats", and a negation or a word of
+    comparison counts ("we do not use pytest", "we don't use pytest" alike, apart from "we use pytest")."""
+    key = tuple(term for token in tokens(text) if (term := _key_term(token)) is not None)
+    return key or (text.casefold().strip(),)
+
+
+def _key_term(token: str) -> str | None:
+    if token.endswith("n't") or token == "cannot":
+        return "not"
+    if token in _MEANING:
+        return token
+    found = content_terms(token)
+    return found[0] if found else None
 
 
 def proposals(capability: MemoryCapability, namespace: str, scope: str, *, min_users: int = 2) -> list[SharedProposal]:
