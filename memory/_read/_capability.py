@@ -241,8 +241,8 @@ class MemoryCapability:
         if search and input.strip():
             input = self.tiers.secrets.text(input)  # embedded, maybe by a provider: as the captured turn will say it
             (_, own), *shared = [(label, owner) for label, owner in readable if not label.startswith("agent:")]
-            for item in self.search.recall(own, input, limit=24 * (1 + len(shared)), tiers=search, subject=None,
-                                           shared=shared):  # fmt: skip
+            # One ranking over every scope read: the best 24 of them all, each scope searched as deep as one.
+            for item in self.search.recall(own, input, limit=24, tiers=search, subject=None, shared=shared):
                 sections.setdefault(item.tier, []).append(item)
         now = self.clock.now()
         if "digest" in wanted:

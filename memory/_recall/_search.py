@@ -70,7 +70,7 @@ class _Asked:
 
     chosen: tuple[SearchTier, ...]
     tables: tuple[TableName, ...]
-    subject: str | None  # canonical
+    subject: str | None  # as asked: each scope reads it through its own aliases
     where: MetadataFilter | None
     window: TimeWindow | None
     categories: frozenset[str] | None
@@ -205,7 +205,7 @@ class Search:
         asked = _Asked(
             chosen=tuple(chosen),
             tables=tuple(table for tier in chosen for table in _SOURCES[tier]),
-            subject=canonical_subject(subject, aliases=aliases) if subject is not None else None,
+            subject=subject,
             where=where,
             window=window,
             categories=categories,
@@ -226,8 +226,9 @@ class Search:
         tables: list[str] = []
         searched = 0  # memories the vector searches compared: how high "unrelated" reaches
         for label, owner in owners:  # one pool: every scope's candidates ranked together, on one scale
+            names = named if owner is ctx else named_subjects(cue, self.tiers.aliases(owner))  # its own graph's
             found, compared = self._candidates(
-                owner, asked, cue, meaning, named, pool=max(limit * 3, 30), columns=bool(shared)
+                owner, asked, cue, meaning, names, pool=max(limit * 3, 30), columns=bool(shared)
             )
             searched += compared
             candidates += [replace(c, item=labelled(c.item, label)) if label else c for c in found.values()]
@@ -252,6 +253,10 @@ class Search:
             limit=limit,
         )
 
+    def _canonical(self, ctx: MemoryContext, subject: str | None) -> str | None:
+        """``subject`` as ``ctx``'s owner names it (its aliases), None for none."""
+        return None if subject is None else canonical_subject(subject, aliases=self.tiers.aliases(ctx))
+
     def _browsed(self, ctx: MemoryContext, asked: _Asked) -> list[MemoryItem]:
         """Without a cue: one owner's memories of the chosen tiers, for :func:`rank_without_cue`."""
         allowed = self.lineage.allowed(ctx, asked.where, asked.window, asked.tables, asked.categories)
@@ -260,7 +265,7 @@ class Search:
         browsed = _BROWSE if asked.window is None else (*_BROWSE, "turns")
         items: list[MemoryItem] = []
         for table in (t for t in asked.tables if t in browsed):
-            scoped = self._where(ctx, table, asked.subject, allowed, browse=True)
+            scoped = self._where(ctx, table, self._canonical(ctx, asked.subject), allowed, browse=True)
             if scoped is not None:
                 items += [self.item(r, asked.now, session_seq) for r in self.tiers.store.query(table, scoped)]
         return items
@@ -278,7 +283,7 @@ class Search:
     ) -> tuple[dict[tuple[str, str], Candidate], int]:
         """One owner's candidates for ``cue``, by key, and how many memories its vector searches compared
         (``columns``: each with the full-text columns a pooled BM25 scores)."""
-        tables, canon, now = asked.tables, asked.subject, asked.now
+        tables, canon, now = asked.tables, self._canonical(ctx, asked.subject), asked.now
         allowed = self.lineage.allowed(ctx, asked.where, asked.window, tables, asked.categories)
         # A document's passages are recalled once its last one is written (a rerun finishes a stopped one).
         unfinished = self.lineage.unfinished_documents(ctx) if "chunks" in tables else frozenset()

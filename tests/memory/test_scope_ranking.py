@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tiermem import MemoryContext, MemorySystem, system
+from tiermem import Fact, MemoryContext, MemorySystem, system
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -25,6 +25,7 @@ OWN = (
 )
 SHARED = MemoryContext(namespace="default", user_id="gina", read_scopes=(TEAM,), write_scope=TEAM)
 OWN_ONLY = MemoryContext(namespace="default", user_id="gina")
+READS_TEAM = MemoryContext(namespace="default", user_id="gina", read_scopes=(TEAM,))
 
 
 @pytest.fixture
@@ -57,3 +58,43 @@ async def test_the_own_best_match_stays_first_beside_a_scope_of_one(mem: MemoryS
 async def test_the_context_block_ranks_both_scopes_as_one(mem: MemorySystem) -> None:
     block = await mem.format_context(SHARED, "what do I drink every morning?")
     assert block.index("I drink green tea every morning.") < block.index(f"[{TEAM} / user] Standup is every morning")
+
+
+# -- an empty scope read beside one's own changes nothing: the pooled word scores are the index's --
+
+FACTS = (
+    ("Peanuts give me an allergy.", ("nut", "food")),
+    ("My allergy doctor is in Porto.", ()),
+    ("I keep my bike in the hallway.", ()),
+    ("I prefer trains to planes.", ()),
+)
+
+
+@pytest.fixture
+async def keyed(tmp_path: Path) -> MemorySystem:
+    mem = system(model="rules", store=str(tmp_path / "store"), embedder=HashingEmbedder(256), clock=FrozenClock(START))
+    await mem.grant("default", "gina", TEAM, "read")  # the team scope stays empty
+    facts = [Fact.new(OWN_ONLY, subject="user", text=t, now=START, keys=k) for t, k in FACTS]
+    mem.tiers.write("facts", facts)
+    return mem
+
+
+@pytest.mark.parametrize("cue", ["nut allergy", "food allergy doctor"], ids=["key-word", "key-and-text-words"])
+async def test_reading_an_empty_scope_leaves_the_own_ranking_as_it_was(keyed: MemorySystem, cue: str) -> None:
+    """The pool is every fact here (fewer than a vector search's 30), so the pooled BM25 has the index's
+    statistics, and scores the index's columns (a fact's retrieval keys included): nothing moves."""
+    alone = {i.id: i.relevance for i in await keyed.recall(OWN_ONLY, cue, tiers=["semantic"])}
+    pooled = {i.id: i.relevance for i in await keyed.recall(READS_TEAM, cue, tiers=["semantic"])}
+    assert pooled == pytest.approx(alone)
+
+
+async def test_reading_an_empty_scope_leaves_a_ranking_over_turns_and_facts_as_it_was(keyed: MemorySystem) -> None:
+    """Each table has its own full-text index: turns' words are weighed by turns, facts' by facts."""
+    said = MemoryContext(namespace="default", user_id="gina", session_id="s-1")
+    for text in ("My allergy got worse in spring.", "The doctor said to avoid nuts.", "I biked to work today."):
+        await keyed.capture(said, [{"role": "user", "content": text}])
+    await keyed.end_session(said)
+    tiers = ["semantic", "episodic"]
+    alone = {i.id: i.relevance for i in await keyed.recall(OWN_ONLY, "allergy doctor", tiers=tiers)}
+    pooled = {i.id: i.relevance for i in await keyed.recall(READS_TEAM, "allergy doctor", tiers=tiers)}
+    assert pooled == pytest.approx(alone)

@@ -426,6 +426,20 @@ async def test_proposals_match_facts_worded_alike(mem: MemorySystem, nick_says: 
     assert proposed == ([("We use pytest for tests.", ("gina", "nick"))] if alike else [])
 
 
+@pytest.mark.parametrize(
+    "nick_says",
+    ["We do not use pytest for tests.", "We don't use pytest for tests.", "We no longer use pytest for tests."],
+    ids=["not", "don't", "no-longer"],
+)
+async def test_a_negated_fact_is_not_held_alike(tmp_path: Path, nick_says: str) -> None:
+    mem = make(tmp_path / "s")
+    for user in ("gina", "nick"):
+        await mem.grant("default", user, TEAM, "write")
+    await mem.remember(MemoryContext(namespace="default", user_id="gina"), "We use pytest for tests.")
+    await mem.remember(MemoryContext(namespace="default", user_id="nick"), nick_says)
+    assert await mem.propose_shared("default", TEAM) == []
+
+
 def test_the_mcp_command_line_names_the_scopes(mem: MemorySystem) -> None:
     values = {"user_id": "gina", "read_scopes": (TEAM,), "write_scope": TEAM, "agent_id": "helper"}
     server = _Memory(config=config_from(values, {}), capability=mem.capability, forget=None)
