@@ -26,7 +26,7 @@ from .._clock import Clock
 from .._delegation import delegate, delegate_async
 from .._embed import Embedder
 from .._errors import ConfigurationError, InvalidArgumentError
-from .._govern import EraseReport, Erasure, ForgetReport, Grant, ImportReport, Right, Source
+from .._govern import Corrections, EraseReport, Erasure, ForgetReport, Grant, ImportReport, Right, Source
 from .._identity import fact_set_fingerprint
 from .._policy import MemoryPolicy, policy_of
 from .._read import MemoryCapability
@@ -110,6 +110,7 @@ class MemorySystem:
         )  # fmt: skip
         self._background = BackgroundObserver(self._observe_queued)
         self._scheduler: Any = None
+        self.corrections = Corrections(capability.governance)
         self.erasure = Erasure(  # forget rewrites the digest and the episode summaries through the stage model
             capability.governance, rewrite_digest=self.digest, rewrite_text=functools.partial(redact_text, stages)
         )
@@ -408,7 +409,7 @@ class MemorySystem:
 
     retry_pending = _fenced(delegate_async("_pending_retries", PendingRetries.retry_pending))  # _pending.py
 
-    # -- correct, forget, erase, import (memory/_govern/_governance.py, _erasure.py, _portability.py) -
+    # -- correct, forget, erase, import (memory/_govern/_corrections.py, _erasure.py, _portability.py) -
 
     @_fenced
     async def update(self, ctx: MemoryContext, id: str, *, text: str | None = None, subject: str | None = None) -> Fact:
@@ -416,19 +417,19 @@ class MemorySystem:
 
         Edges the old version alone supported close unless the new one still names both endpoints.
         """
-        fact = await self.capability.governance.update(ctx, id, text=text, subject=subject)
+        fact = await self.corrections.update(ctx, id, text=text, subject=subject)
         await run_blocking(self.relations.close_unsupported_edges, checked_context(ctx))
         return fact
 
     @_fenced
     async def pin(self, ctx: MemoryContext, id: str) -> Fact | Episode:
         """Pin a fact or episode: it never decays, expires, is archived or compacted away."""
-        return await self.capability.governance.pin(ctx, id)
+        return await self.corrections.pin(ctx, id)
 
     @_fenced
     async def unpin(self, ctx: MemoryContext, id: str) -> Fact | Episode:
         """Undo :meth:`pin`: the memory decays again from its last reinforcement."""
-        return await self.capability.governance.unpin(ctx, id)
+        return await self.corrections.unpin(ctx, id)
 
     @_fenced
     async def forget(self, ctx: MemoryContext, id: str, *, include_turns: bool = False) -> ForgetReport:
