@@ -250,7 +250,8 @@ def split_scores(dims: int) -> tuple[Score, Score]:
 
 
 def build_candidates(args: argparse.Namespace) -> list[Candidate]:
-    from tiermem.memory._embed._embedders import OnnxEmbedder, StaticEmbedder
+    from tiermem.memory._embed._embedders import StaticEmbedder
+    from tiermem.memory._embed._onnx import OnnxEmbedder
 
     out: list[Candidate] = []
     t0 = time.perf_counter()

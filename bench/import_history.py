@@ -432,7 +432,7 @@ class _ProfiledExecutor(concurrent.futures.ThreadPoolExecutor):
 # Where the time goes: each group is the cumulative time of its entry points (disjoint by construction:
 # the store never embeds, the embedder never touches the store, the rules never do either).
 PROFILE_GROUPS: dict[str, list[tuple[str, str]]] = {
-    "embedding (embedder.embed)": [("_embedders.py", "embed")],
+    "embedding (embedder.embed)": [("_embedders.py", "embed"), ("_onnx.py", "embed")],
     "LanceDB commits (Store's writes, delete, dedupe, leases, compaction)": [
         ("_store_writes.py", "write"),
         *(("_store.py", n) for n in ("delete", "dedupe", "claim", "unclaim", "claim_many", "unclaim_many")),
@@ -518,7 +518,7 @@ def profile_import(hist: list[dict[str, Any]], speaker: str, embedder: Embedder,
         "| function | calls | calls / turn | cumulative s | share of wall | own s |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
-    ours = re.compile(r"(/memory/|/pipelines/|/prompts/|lancedb|onnxruntime|tokenizers|_embedders)")
+    ours = re.compile(r"(/memory/|/pipelines/|/prompts/|lancedb|onnxruntime|tokenizers|_embedders|_onnx)")
     wrappers = {"import_conversations", "one", "wrapper", "delegated", "run_blocking", "retry", "retry_conflicts"}
     skip = wrappers | {"<module>"}
     rows = sorted(
@@ -540,6 +540,7 @@ def profile_import(hist: list[dict[str, Any]], speaker: str, embedder: Embedder,
         ("_store_reads.py", "count"),
         ("_store_maintenance.py", "after_write"),
         ("_embedders.py", "embed"),
+        ("_onnx.py", "embed"),
         ("_tiers.py", "aliases"),
         ("_tiers.py", "known_subjects"),
         ("_session_log.py", "session_turns"),

@@ -6,11 +6,11 @@ from ._embedders import (
     Embedder,
     HashingEmbedder,
     LiteLLMEmbedder,
-    OnnxEmbedder,
     SentenceTransformerEmbedder,
     StaticEmbedder,
 )
 from ._names import embedder_for_store, embedder_name, resolve_embedder
+from ._onnx import OnnxEmbedder
 
 __all__ = [
     "Embedder",

@@ -16,10 +16,10 @@ from ._embedders import (
     Embedder,
     HashingEmbedder,
     LiteLLMEmbedder,
-    OnnxEmbedder,
     SentenceTransformerEmbedder,
     StaticEmbedder,
 )
+from ._onnx import OnnxEmbedder
 
 __all__ = [
     "DEFAULT_EMBEDDER",

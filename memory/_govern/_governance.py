@@ -1,9 +1,9 @@
-"""Governing one user's memory: list and inspect it, correct and pin it.
+"""Governing one user's memory: list and inspect it.
 
 :class:`Governance` holds what it needs (the store, the embedder, the clock); the capability exposes
-its reads (``list``, ``get``, ``history``, ``subjects``, ``stats``) and the system its corrections
-(``update``, ``pin``, ``unpin``). Forgetting and erasing live in ``_erasure``, export, import and
-fork in ``_portability``, both over this component. Every read and write is scoped by the context's
+its reads (``list``, ``get``, ``history``, ``subjects``, ``stats``). Correcting and pinning live in
+``_corrections``, forgetting and erasing in ``_erasure``, export, import and fork in ``_portability``,
+all over this component. Every read and write is scoped by the context's
 namespace and user: an id of another user is not found, and nothing is written when an argument
 does not validate. What the reads return is in ``_memory_views``, ``list``'s cursor in ``_paging``.
 """
@@ -20,14 +20,13 @@ from .._blocking import run_blocking
 from .._clock import Clock
 from .._embed import Embedder
 from .._errors import InvalidArgumentError, MemoryNotFoundError
-from .._identity import fact_id
 from .._items import MemoryItem
 from .._options import SemanticOptions, WorkingOptions
 from .._paging import checked_id, checked_strings, decode_cursor, window
 from .._policy import checked_categories
 from .._records import Digest, Edge, Episode, Fact, MemoryContext, Tier, Turn, WorkingEntry
 from .._secrets import Redactor
-from .._store import MEMORY_TABLES, TIER_TABLES, Store, TableName, TierTable, Where, user_writes
+from .._store import MEMORY_TABLES, TIER_TABLES, Store, TableName, TierTable, Where
 from .._subjects import canonical_subject
 from .._tiers import Lineage, checked_context, checked_where, embedded_text, scope, to_memory_item
 from .._when import checked_window
@@ -39,7 +38,6 @@ __all__ = [
     "MemoryPage",
     "MemoryStats",
     "MemoryVersion",
-    "carry_pins",
 ]
 
 Record: TypeAlias = WorkingEntry | Episode | Fact | Digest | Edge | Turn
@@ -49,27 +47,14 @@ _PREFIXES: dict[str, TableName] = {
     "fact": "facts", "wm": "working", "ep": "episodes", "digest": "digests", "edge": "edges", "turn": "turns",
     "alias": "aliases",
 }  # fmt: skip
-_MAX_TEXT = 8000
-_UNPINNABLE: dict[TableName, str] = {
-    "turns": "a captured turn (what was said, kept in the turn log)",
-    "working": "a working-memory entry (it fades with its session)",
-    "digests": "a digest (rewritten from the facts)",
-    "edges": "a relation (it holds while its fact does)",
-}
 
 
 def _about(record: Episode | Edge) -> tuple[str, ...]:
     return record.subjects if isinstance(record, Episode) else (record.source, record.target)
 
 
-def carry_pins(facts: Sequence[Fact]) -> list[Fact]:
-    """A pinned fact superseded in this batch passes its pin to the version replacing it."""
-    pinned = {f.superseded_by for f in facts if f.pinned and f.status == "superseded" and f.superseded_by}
-    return [f.model_copy(update={"pinned": True}) if f.id in pinned and not f.pinned else f for f in facts]
-
-
 class Governance:
-    """Reads and corrections of one store's memories, always within one user's scope."""
+    """Reads of one store's memories, always within one user's scope, and the lookups and writes its peers share."""
 
     def __init__(
         self,
@@ -128,18 +113,6 @@ class Governance:
         """Counts per tier and status, pending work, and the store's bytes on disk."""
         return await run_blocking(self.stats_sync, checked_context(ctx))
 
-    async def update(self, ctx: MemoryContext, id: str, *, text: str | None = None, subject: str | None = None) -> Fact:
-        """Correct a fact: the new version supersedes it, which keeps its text and validity as history."""
-        return await run_blocking(self.update_sync, checked_context(ctx), id, text=text, subject=subject)
-
-    async def pin(self, ctx: MemoryContext, id: str) -> Fact | Episode:
-        """Pin a fact or episode: it never decays, expires, is archived or compacted away."""
-        return await run_blocking(self.pin_sync, checked_context(ctx), id, pinned=True)
-
-    async def unpin(self, ctx: MemoryContext, id: str) -> Fact | Episode:
-        """Undo :meth:`pin`: the memory decays again from its last reinforcement."""
-        return await run_blocking(self.pin_sync, checked_context(ctx), id, pinned=False)
-
     # -- helpers ----------------------------------------------------------------------------
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -168,7 +141,8 @@ class Governance:
                 return table, found[0]
         raise MemoryNotFoundError(f"no memory {rid!r} for user {ctx.user_id!r} in namespace {ctx.namespace!r}")
 
-    def _aliases(self, ctx: MemoryContext) -> dict[str, str]:
+    def aliases(self, ctx: MemoryContext) -> dict[str, str]:
+        """The user's display names -> the canonical subjects they stand for."""
         return {a.name: a.subject for a in self.store.query("aliases", Where(eq=scope(ctx)))}
 
     # -- read -------------------------------------------------------------------------------
@@ -201,7 +175,7 @@ class Governance:
         tables = [table for t, table in TIER_TABLES.items() if t in tiers]
         labels = checked_categories(categories)
         allowed = self.lineage.allowed(ctx, checked_where(where), checked_window(since, until), tables, labels)
-        canon = canonical_subject(subject, aliases=self._aliases(ctx)) if subject is not None else None
+        canon = canonical_subject(subject, aliases=self.aliases(ctx)) if subject is not None else None
         keys: list[tuple[datetime, str, TierTable]] = []
         for table in (table for t, table in TIER_TABLES.items() if t in tiers):
             eq = scope(ctx)
@@ -323,89 +297,3 @@ class Governance:
         return MemoryStats(
             counts=counts, pending=pending, bytes_on_disk=self.store.disk_bytes(), redacted=self.secrets.tally(ctx)
         )
-
-    # -- correct ----------------------------------------------------------------------------
-
-    def _fact(self, ctx: MemoryContext, rid: str, action: str) -> Fact:
-        table, record = self.find(ctx, rid)
-        if table != "facts":
-            raise InvalidArgumentError(f"only semantic facts can be {action}, {rid!r} is in {table}")
-        assert isinstance(record, Fact)
-        return record
-
-    def update_sync(self, ctx: MemoryContext, rid: str, *, text: str | None = None, subject: str | None = None) -> Fact:
-        """The blocking body of ``update``."""
-        if text is None and subject is None:
-            raise InvalidArgumentError("update needs a new text, a new subject or both")
-        if text is not None and (not isinstance(text, str) or not text.strip() or len(text) > _MAX_TEXT):
-            raise InvalidArgumentError(f"text must be a non-empty string of at most {_MAX_TEXT} characters")
-        with user_writes(self.store, ctx):  # read to commit: a concurrent write is waited for, never overwritten
-            return self._update(ctx, rid, text=text, subject=subject)
-
-    def _update(self, ctx: MemoryContext, rid: str, *, text: str | None, subject: str | None) -> Fact:
-        old = self._fact(ctx, rid, "updated")
-        if old.status != "active":
-            raise InvalidArgumentError(
-                f"fact {old.id!r} is {old.status}" + (f"; update {old.superseded_by!r}" if old.superseded_by else "")
-            )
-        body = self.secrets.for_user(ctx, " ".join(text.split())) if text is not None else old.text
-        canon = canonical_subject(subject, aliases=self._aliases(ctx)) if subject is not None else old.subject
-        new_id = fact_id(ctx, subject=canon, text=body)
-        if new_id == old.id:
-            return old
-        now = self.clock.now()
-        provenance = (old.id, *old.provenance)
-        current = self.store.get("facts", Where(eq=scope(ctx)), [new_id])
-        if current and current[0].status == "active":  # the correction is a fact we hold already
-            new = current[0].model_copy(
-                update={
-                    "updated_at": now,
-                    "reinforced_at": now,
-                    "reinforcements": current[0].reinforcements + 1,
-                    "provenance": tuple(dict.fromkeys((*current[0].provenance, *provenance))),
-                    "pinned": current[0].pinned or old.pinned,
-                }
-            )
-        else:
-            new = Fact.new(
-                ctx,
-                subject=canon,
-                text=body,
-                now=now,
-                confidence=max(old.confidence, 0.95),
-                valid_from=now,
-                provenance=provenance,
-                pinned=old.pinned,
-                categories=old.categories,  # a correction keeps what the fact is about
-                metadata={"source": "update"},
-            )
-        superseded = old.model_copy(
-            update={"status": "superseded", "valid_to": now, "superseded_by": new.id, "updated_at": now}
-        )
-        self.put("facts", [new, superseded])  # one commit: never two active versions, never none
-        return new
-
-    def pin_sync(self, ctx: MemoryContext, rid: str, *, pinned: bool = True) -> Fact | Episode:
-        """The blocking body of ``pin`` / ``unpin``. Pinning an archived fact makes it active again."""
-        with user_writes(self.store, ctx):
-            return self._pin(ctx, rid, pinned=pinned)
-
-    def _pin(self, ctx: MemoryContext, rid: str, *, pinned: bool) -> Fact | Episode:
-        try:
-            table, record = self.find(ctx, rid, ("facts", "episodes"))
-        except MemoryNotFoundError:
-            other, _ = self.find(ctx, rid)  # nowhere at all: "no memory"
-            raise InvalidArgumentError(
-                f"{rid!r} is {_UNPINNABLE[other]}: only facts and episodes can be pinned; pin the fact or episode "
-                "learnt from it (list them with tier semantic or episodic)"
-            ) from None
-        if isinstance(record, Fact) and record.status == "superseded":
-            raise InvalidArgumentError(f"fact {record.id!r} was superseded by {record.superseded_by!r}: pin that one")
-        if record.pinned == pinned and (not pinned or record.status != "archived"):
-            return record  # type: ignore[no-any-return]
-        update: dict[str, object] = {"pinned": pinned, "updated_at": self.clock.now()}
-        if pinned and isinstance(record, Fact) and record.status == "archived":
-            update["status"] = "active"
-        changed: Fact | Episode = record.model_copy(update=update)
-        self.put(table, [changed])
-        return changed

@@ -28,11 +28,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .._context import MAX_ID_LENGTH
 from .._errors import InvalidArgumentError, TiermemError
 from .._govern import EraseReport, ForgetReport, ImportReport, MemoryPage, MemoryStats, MemoryVersion
 from .._items import MemoryItem
 from .._read import read_tools
-from .._records import MAX_ID_LENGTH, Episode, Fact, MemoryContext
+from .._records import Episode, Fact, MemoryContext
 from .._text import loggable
 from .._tools import RECALL, RecallArguments
 from .._write import MemorySystem

@@ -118,6 +118,7 @@ class BlockingMemorySystem(BlockingMemoryCapability, Protocol):
     def revoke(self, namespace: str, user_id: str, scope: str) -> bool: ...
     def run_worker(
         self,
+        /,
         stop: asyncio.Event,
         *,
         jobstore_url: str | None = None,
@@ -128,6 +129,7 @@ class BlockingMemorySystem(BlockingMemoryCapability, Protocol):
     def share(self, ctx: MemoryContext, memory_id: str, scope: str) -> Fact: ...
     def start_jobs(
         self,
+        /,
         scheduler: Any = None,
         *,
         jobstore_url: str | None = None,

@@ -12,29 +12,27 @@ a per-user lease kept in the store, and every write is an idempotent upsert.
 
 from __future__ import annotations
 
-import asyncio
-import builtins
 import functools
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
-from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+from datetime import datetime
+from typing import Concatenate, ParamSpec, TypeVar, cast
 
 from tiermem.pipelines import StageModel, redact_text
 
-from .._blocking import Blocking, run_blocking
+from .._blocking import Blocking
 from .._clock import Clock
 from .._delegation import delegate, delegate_async
 from .._embed import Embedder
 from .._errors import ConfigurationError, InvalidArgumentError
-from .._govern import EraseReport, Erasure, ForgetReport, Grant, ImportReport, Right, Source
+from .._govern import Erasure
 from .._identity import fact_set_fingerprint
 from .._policy import MemoryPolicy, policy_of
 from .._read import MemoryCapability
-from .._records import Episode, Fact, MemoryContext, Turn
+from .._records import Fact, MemoryContext, Turn
 from .._results import CaptureResult, ConsolidationResult, DigestResult, SessionResult
 from .._retries import RetryPolicy
 from .._scope import checked_context
-from .._store import Leases, Store, Where
+from .._store import Leases, Store
 from .._tools import Toolset
 from .._transcripts import DEFAULT_KEEP_ROLES, keep_roles_option, normalize_messages, split_turns
 from ._background import BackgroundObserver
@@ -43,10 +41,11 @@ from ._capture import Capture
 from ._consolidation import Consolidation
 from ._conversation_import import OBSERVE_WINDOW, Conversation, HistoryProgress, HistoryReport, import_conversations
 from ._fencing import fenced as _fenced
+from ._governed_writes import GovernedWrites
 from ._ingest import Ingestion
+from ._job_runner import JobRunner
 from ._pending import PendingRetries
 from ._sessions import Sessions, holder_id
-from ._sharing import SharedProposal, anonymise, contributions, proposals, share
 from ._write_tools import agent_tools
 
 __all__ = ["MemorySystem"]
@@ -109,10 +108,11 @@ class MemorySystem:
             retries=self.retries, policy=self.policy,
         )  # fmt: skip
         self._background = BackgroundObserver(self._observe_queued)
-        self._scheduler: Any = None
-        self.erasure = Erasure(  # forget rewrites the digest and the episode summaries through the stage model
+        self._jobs = JobRunner(self)
+        erasure = Erasure(  # forget rewrites the digest and the episode summaries through the stage model
             capability.governance, rewrite_digest=self.digest, rewrite_text=functools.partial(redact_text, stages)
         )
+        self._governed = GovernedWrites(capability=capability, erasure=erasure, background=self._background)
         self._ingestion = Ingestion(tiers=self.tiers, importer=self, count=capability.token_counter)
         self._pending_retries = PendingRetries(
             tiers=self.tiers, stages=stages, clock=capability.clock, capture=self._capture, sessions=self._sessions,
@@ -182,60 +182,11 @@ class MemorySystem:
         # Blocking forwards by __getattr__; the generated protocol says what it forwards, with its types
         return cast(BlockingMemorySystem, Blocking(self))
 
-    # -- jobs -------------------------------------------------------------------------------
+    # -- jobs (_job_runner.py) ----------------------------------------------------------------
 
-    def start_jobs(
-        self,
-        scheduler: Any = None,
-        *,
-        jobstore_url: str | None = None,
-        start_now: bool = False,
-        **intervals: timedelta | None,
-    ) -> Any:
-        """Run the scheduled jobs in this process (an APScheduler scheduler is made if none is given).
-
-        ``intervals`` override the default interval by job name (None leaves a job out); ``jobstore_url``
-        and ``start_now`` as :func:`tiermem.jobs.schedule_jobs` takes them.
-        """
-        from tiermem.jobs import schedule_jobs
-
-        if self._scheduler is not None:
-            raise ConfigurationError("jobs are already running; call stop_jobs() first")
-        self._scheduler = schedule_jobs(self, scheduler, jobstore_url=jobstore_url, start_now=start_now, **intervals)
-        self._scheduler.start()
-        return self._scheduler
-
-    def stop_jobs(self, *, wait: bool = True) -> None:
-        """Stop the in-process jobs started by :meth:`start_jobs`."""
-        if self._scheduler is not None:
-            self._scheduler.shutdown(wait=wait)
-            self._scheduler = None
-
-    async def run_worker(
-        self,
-        stop: asyncio.Event,
-        *,
-        jobstore_url: str | None = None,
-        run_now: bool = False,
-        grace: float = 30.0,
-        **intervals: timedelta | None,
-    ) -> int:
-        """Run the scheduled jobs on this event loop until ``stop`` is set; returns jobs abandoned.
-
-        Every write is one atomic LanceDB commit and every stage is idempotent, so a job abandoned
-        after ``grace`` seconds leaves nothing half-written; the next run redoes its work. Several
-        workers on one store share the work through per-user leases.
-        """
-        from tiermem.jobs import schedule_jobs, wait_for_jobs
-
-        scheduler = schedule_jobs(self, jobstore_url=jobstore_url, start_now=run_now, **intervals)
-        scheduler.start()
-        try:
-            await stop.wait()
-            scheduler.pause()  # no new runs; the ones in flight get the grace period
-            return await wait_for_jobs(grace)
-        finally:
-            scheduler.shutdown(wait=False)
+    start_jobs = delegate("_jobs", JobRunner.start_jobs)
+    stop_jobs = delegate("_jobs", JobRunner.stop_jobs)
+    run_worker = delegate_async("_jobs", JobRunner.run_worker)
 
     def usage(self) -> dict[str, dict[str, float]]:
         """Model usage per stage: calls, retries, failures, tokens, cost, latency."""
@@ -408,98 +359,21 @@ class MemorySystem:
 
     retry_pending = _fenced(delegate_async("_pending_retries", PendingRetries.retry_pending))  # _pending.py
 
-    # -- correct, forget, erase, import (memory/_govern/_governance.py, _erasure.py, _portability.py) -
+    # -- correct, forget, erase, share, import (_governed_writes.py) ------------------------------
 
-    @_fenced
-    async def update(self, ctx: MemoryContext, id: str, *, text: str | None = None, subject: str | None = None) -> Fact:
-        """Correct a fact: the new version supersedes it; the old one keeps its text and validity as history.
-
-        Edges the old version alone supported close unless the new one still names both endpoints.
-        """
-        fact = await self.capability.governance.update(ctx, id, text=text, subject=subject)
-        await run_blocking(self.relations.close_unsupported_edges, checked_context(ctx))
-        return fact
-
-    @_fenced
-    async def pin(self, ctx: MemoryContext, id: str) -> Fact | Episode:
-        """Pin a fact or episode: it never decays, expires, is archived or compacted away."""
-        return await self.capability.governance.pin(ctx, id)
-
-    @_fenced
-    async def unpin(self, ctx: MemoryContext, id: str) -> Fact | Episode:
-        """Undo :meth:`pin`: the memory decays again from its last reinforcement."""
-        return await self.capability.governance.unpin(ctx, id)
-
-    @_fenced
-    async def forget(self, ctx: MemoryContext, id: str, *, include_turns: bool = False) -> ForgetReport:
-        """Delete one memory (with its older versions) and what was derived only from it; rewrite every text derived
-        from it (episode summaries through the stage model, the digest). Its turns stay unless ``include_turns``."""
-        return await self.erasure.forget(ctx, id, include_turns=include_turns)
-
-    async def erase_user(self, ctx: MemoryContext, *, keep_shared: bool = True) -> EraseReport:
-        """Delete every row of the user in every table and purge old versions: the bytes leave the disk.
-
-        Needs the store to itself while it runs: another process on an older table version fails.
-        Work on the user already running (queued observations, a consolidation waiting on the model, in
-        this process or another) writes nothing of them afterwards; work begun after it starts afresh.
-        Shared memories the user contributed stay, no longer naming them (``keep_shared=False``: they go too);
-        their grants are revoked.
-        """
-        ctx = await run_blocking(self.capability.access.check, ctx)
-        self._background.drop(ctx)  # its queued turns: not observed, not written back
-        if keep_shared:
-            await run_blocking(anonymise, self.capability, ctx)
-        else:
-            await run_blocking(self._erase_contributions, ctx)
-        await run_blocking(self.capability.access.forget_user, ctx.namespace, ctx.user_id)
-        return await self.erasure.erase_user(ctx)
-
-    def _erase_contributions(self, ctx: MemoryContext) -> None:
-        """``erase_user(keep_shared=False)``: the shared memories the user contributed go too."""
-        for fact in contributions(self.capability, ctx):
-            self.store.delete("facts", Where(eq={"namespace": fact.namespace, "user_id": fact.user_id},
-                                             isin={"id": [fact.id]}))  # fmt: skip
-
-    # -- shared scopes (memory/_govern/_access.py, _sharing.py) ----------------------------------
-
-    async def grant(self, namespace: str, user_id: str, scope: str, right: Right = "read") -> Grant:
-        """Let ``user_id`` of ``namespace`` read (or, with ``right="write"``, also write) the shared ``scope``
-        (``"team:<id>"``, ``"org:<id>"``, ``"agent:<id>"``). The operator's call: no context names itself in."""
-        return await run_blocking(self.capability.access.grant, namespace, user_id, scope, right)
-
-    async def revoke(self, namespace: str, user_id: str, scope: str) -> bool:
-        """Withdraw a grant; whether there was one. The user's next call naming ``scope`` is AccessDeniedError."""
-        return await run_blocking(self.capability.access.revoke, namespace, user_id, scope)
-
-    async def grants(self, namespace: str | None = None) -> builtins.list[Grant]:
-        """Every grant in force (of ``namespace``, if given)."""
-        return await run_blocking(self.capability.access.grants, namespace)
-
-    @_fenced
-    async def share(self, ctx: MemoryContext, memory_id: str, scope: str) -> Fact:
-        """Copy the user's fact ``memory_id`` into the shared ``scope`` (the context's write_scope, with a write
-        grant): the copy names its origin in provenance and ``metadata["shared_by"]``; the original stays."""
-        return await run_blocking(share, self.capability, ctx, memory_id, scope)
-
-    async def propose_shared(self, namespace: str, scope: str, *, min_users: int = 2) -> builtins.list[SharedProposal]:
-        """Facts held alike by at least ``min_users`` of the users granted ``scope`` and not yet in it, proposed for
-        review: nothing moves until a user with a write grant ``share``s one (``fact_ids`` names theirs)."""
-        return await run_blocking(proposals, self.capability, namespace, scope, min_users=min_users)
-
-    async def erase_scope(self, namespace: str, scope: str) -> EraseReport:
-        """Erase a shared scope whole (every row, old versions purged) and revoke every grant of it."""
-        owner = await run_blocking(self.capability.access.erasable, namespace, scope)
-        return await self.erasure.erase_user(owner)
-
-    @_fenced
-    async def import_(self, ctx: MemoryContext, source: Source) -> ImportReport:
-        """Read an export into ``ctx``'s user, re-embedded and re-keyed; importing twice changes nothing."""
-        return await self.capability.portability.import_(ctx, source)
-
-    @_fenced
-    async def fork(self, src: MemoryContext, dst: MemoryContext) -> ImportReport:
-        """Copy a user's memory to a new user or namespace; writing to one never changes the other."""
-        return await self.capability.portability.fork(src, dst)
+    update = _fenced(delegate_async("_governed", GovernedWrites.update))
+    pin = _fenced(delegate_async("_governed", GovernedWrites.pin))
+    unpin = _fenced(delegate_async("_governed", GovernedWrites.unpin))
+    forget = _fenced(delegate_async("_governed", GovernedWrites.forget))
+    erase_user = delegate_async("_governed", GovernedWrites.erase_user)
+    grant = delegate_async("_governed", GovernedWrites.grant)
+    revoke = delegate_async("_governed", GovernedWrites.revoke)
+    grants = delegate_async("_governed", GovernedWrites.grants)
+    share = _fenced(delegate_async("_governed", GovernedWrites.share))
+    propose_shared = delegate_async("_governed", GovernedWrites.propose_shared)
+    erase_scope = delegate_async("_governed", GovernedWrites.erase_scope)
+    import_ = _fenced(delegate_async("_governed", GovernedWrites.import_))
+    fork = _fenced(delegate_async("_governed", GovernedWrites.fork))
 
     # -- documents (memory/_write/_ingest.py) --------------------------------------------------
 

@@ -92,11 +92,12 @@ def test_a_texts_vector_does_not_depend_on_its_batch(onnx: OnnxEmbedder) -> None
 def test_loads_offline_from_the_shipped_files_without_torch(tmp_path: Path) -> None:
     script = (
         "import sys\n"
-        "from tiermem.memory._embed._embedders import OnnxEmbedder, _asset_path\n"
+        "from tiermem.memory._embed._embedders import asset_path\n"
+        "from tiermem.memory._embed._onnx import OnnxEmbedder\n"
         "e = OnnxEmbedder()\n"
         "v = e.embed(['I am allergic to peanuts.'])\n"
         "assert v.shape == (1, 384), v.shape\n"
-        "assert sorted(p.name for p in _asset_path('minilm-onnx').iterdir()) == "
+        "assert sorted(p.name for p in asset_path('minilm-onnx').iterdir()) == "
         "['NOTICE', 'model.onnx', 'tokenizer.json']\n"
         "assert not {'torch', 'transformers', 'sentence_transformers'} & set(sys.modules)\n"
         "print('ok')\n"
@@ -221,7 +222,7 @@ def test_a_bulk_call_once_no_thread_can_start_runs_in_the_caller() -> None:
     assert np.array_equal(embedder.embed(TEXTS), want)
     script = (
         "import atexit\n"
-        "from tiermem.memory._embed._embedders import OnnxEmbedder\n"
+        "from tiermem.memory._embed._onnx import OnnxEmbedder\n"
         "e = OnnxEmbedder(threads=2)\n"
         "atexit.register(lambda: print(e.embed(['one text', 'another text', 'a third']).shape))\n"
     )
