@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from .._blocking import Blocking
     from .._clock import Clock
+    from .._context import MemoryContext
     from .._embed import Embedder
     from .._govern import (
         Destination,
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     )
     from .._items import MemoryItem
     from .._recall import SearchTier
-    from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Tier, WorkingEntry
+    from .._records import Alias, Digest, Edge, Episode, Fact, Tier, WorkingEntry
     from .._store import Store
 
 __all__ = ["BlockingMemoryCapability"]

@@ -18,9 +18,10 @@ if TYPE_CHECKING:
     from datetime import datetime, timedelta
     from typing import Any
 
+    from .._context import MemoryContext
     from .._govern import EraseReport, ForgetReport, Grant, ImportReport, Right, Source
     from .._policy import MemoryPolicy
-    from .._records import Document, Episode, Fact, MemoryContext
+    from .._records import Document, Episode, Fact
     from .._results import CaptureResult, ConsolidationResult, DigestResult, RetryReport, SessionResult
     from ._conversation_import import Conversation, HistoryProgress, HistoryReport
     from ._ingest import IngestEstimate, IngestProgress, IngestReport
