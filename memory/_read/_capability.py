@@ -36,7 +36,7 @@ from .._govern import (
 )
 from .._items import MemoryItem, RankedMemoryItem
 from .._options import CapabilityPreset, DigestOptions, EpisodicOptions, HygieneOptions, RecallOptions
-from .._policy import checked_categories
+from .._policy import MemoryPolicy, checked_categories
 from .._recall import Search, SearchTier, TokenCounter, labelled, rank_without_cue, render_context
 from .._records import MemoryContext, Tier
 from .._relations import Relations
@@ -107,9 +107,14 @@ class MemoryCapability:
         needs: dict[ToolOption, object] = {"semantic": self.semantic, "relations": self.relations.options}
         self.tool_options = frozenset(option for option, on in needs.items() if on is not None)
         """The options of the tool table that are on here: which of its tools can be offered."""
-        self.vocabulary: tuple[str, ...] | None = None
-        """The memory policy's labels when the write side has some: the recall tool's ``categories`` may name
-        only these (and its schema lists them). None (a capability alone): any well-formed label."""
+        self.policy: MemoryPolicy | None = None
+        """The write side's memory policy (None for a capability alone): the agent's tools obey it too."""
+
+    @property
+    def vocabulary(self) -> tuple[str, ...] | None:
+        """The memory policy's labels when it has some: the recall tool's ``categories`` may name only these
+        (and its schema lists them). None (no policy, or one without labels): any well-formed label."""
+        return (self.policy.labels or None) if self.policy is not None else None
 
     @property
     def store(self) -> Store:

@@ -86,7 +86,7 @@ class MemorySystem:
         self.capability = capability
         self.policy = policy_of(policy)
         """What the write side remembers and leaves out (``system(policy=..., instructions=..., categories=...)``)."""
-        capability.vocabulary = (self.policy.labels or None) if self.policy is not None else None  # recall tool's
+        capability.policy = self.policy  # the agent's tools obey it too
         self.tiers = capability.tiers
         self.relations = capability.relations
         self.stages = stages

@@ -86,6 +86,8 @@ def _remember_tool(capability: MemoryCapability, ctx: MemoryContext) -> MemoryTo
         named = {"user": None, "agent": ctx.agent_scope, "shared": ctx.write_scope}[args.scope]
         target = ctx if args.scope == "user" else await run_blocking(capability.access.writable, ctx, named)
         subject = await run_blocking(agent_subject, capability, ctx, args.subject)
+        if capability.policy is not None and subject in capability.policy.exclude_subjects:
+            raise InvalidArgumentError(f"the memory policy keeps memories about {subject!r} out: nothing was stored")
         provenance = await run_blocking(_provenance, capability, ctx)
         metadata: dict[str, object] = {"source": AGENT_SOURCE}
         if target is not ctx:

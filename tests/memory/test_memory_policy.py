@@ -263,6 +263,22 @@ async def test_excluded_labels_and_subjects_are_kept_out_in_code(
     assert all("memory policy" in r for r in result.refusals)
 
 
+@pytest.mark.parametrize(("subject", "stored"), [("moni", False), ("user", True)], ids=["excluded", "other"])
+async def test_the_agents_remember_tool_obeys_the_policys_subjects(
+    store_path: str, embedder: HashingEmbedder, clock: FrozenClock, ctx: MemoryContext, subject: str, stored: bool
+) -> None:
+    mem = _system(store_path, embedder, clock, policy=MemoryPolicy(exclude_subjects=["moni"]))
+    arguments = json.dumps({"text": "Moni's favourite colour is teal.", "subject": subject})
+    function = {"name": "memory_remember", "arguments": arguments}
+    call = {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": function}]}
+    (reply,) = await mem.tools(ctx, write=True).execute(call)
+    answer = json.loads(reply["content"])
+    assert answer["ok"] is stored, answer
+    assert [f.text for f in await mem.facts(ctx)] == (["Moni's favourite colour is teal."] if stored else [])
+    if not stored:
+        assert "memory policy keeps memories about 'moni' out" in answer["error"]
+
+
 # -- per-call overrides --------------------------------------------------------------------------
 
 
