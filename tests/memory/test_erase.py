@@ -142,10 +142,11 @@ async def test_an_erase_while_another_process_purges_is_pending_until_the_janito
 
 def test_a_write_waits_while_another_process_holds_the_purge_fence(tmp_path: Path, embedder: HashingEmbedder) -> None:
     store = opened(tmp_path / "store", embedder)
+    assert store.count("facts") == 0  # the table made first, as in a store in use: making one waits at the fence too
     fence = Leases(store).acquire(FENCE, holder="another process purging", ttl=timedelta(minutes=5))
     assert fence is not None
-    # Creating the leases table passed the fence a moment ago, and a writer trusts that look for
-    # RECHECK seconds (a purger's drain covers it); past that, every commit attempt looks again.
+    # Making the tables passed the fence a moment ago, and a writer trusts that look for RECHECK seconds
+    # (a purger's drain covers it); past that, every commit attempt looks again.
     time.sleep(RECHECK + 0.2)
     now = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
     fact = Fact(
