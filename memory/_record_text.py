@@ -6,7 +6,7 @@ from ._errors import InvalidArgumentError
 from ._records import Chunk, Digest, Edge, Episode, Fact, Turn, WorkingEntry
 from ._text import encodable
 
-__all__ = ["EMBED_RECIPE", "MAX_TEXT", "Embedded", "checked_text", "embedded_text"]
+__all__ = ["EMBED_RECIPE", "MAX_TEXT", "Embedded", "changed_since", "checked_text", "embedded_text"]
 
 MAX_TEXT = 8000
 # The version of :func:`embedded_text`, recorded in each store beside its embedder: bump it when the
@@ -14,6 +14,21 @@ MAX_TEXT = 8000
 # ``tiermem reembed`` re-embeds it (a store recording none was embedded by version 1).
 EMBED_RECIPE = 2  # 2: a turn's messages without their role labels
 Embedded = Turn | WorkingEntry | Episode | Fact | Edge | Digest | Chunk
+# The record types whose embedded text each recipe changed from the one before: a store moving up only
+# re-embeds those (recipe 2 touched turns alone). Add an entry with every bump.
+RECIPE_CHANGES: dict[int, tuple[type[Embedded], ...]] = {2: (Turn,)}
+
+
+def changed_since(recipe: str) -> tuple[type[Embedded], ...] | None:
+    """The record types embedded otherwise now than by ``recipe``; None when not known (re-embed them all)."""
+    try:
+        since = int(recipe)
+    except ValueError:
+        return None
+    versions = range(since + 1, EMBED_RECIPE + 1)
+    if not 1 <= since <= EMBED_RECIPE or any(v not in RECIPE_CHANGES for v in versions):
+        return None
+    return tuple(dict.fromkeys(t for v in versions for t in RECIPE_CHANGES[v]))
 
 
 def embedded_text(record: Embedded) -> str:

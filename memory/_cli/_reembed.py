@@ -13,7 +13,7 @@ import numpy as np
 
 from .._embed import resolve_embedder
 from .._errors import ConfigurationError, StoreNotFoundError
-from .._record_text import EMBED_RECIPE
+from .._record_text import EMBED_RECIPE, changed_since
 from .._store import REEMBEDDING, Store, recipe_of, stored_meta
 from .._tiers import embedded_text
 
@@ -25,7 +25,8 @@ def reembed_store(
 ) -> int:
     """Re-embed every record of ``store`` with ``embedder`` (None: the shipped default); records re-embedded.
 
-    A store already on that embedder is re-embedded only if its recorded recipe is not this code's.
+    A store already on that embedder is re-embedded only if its recorded recipe is not this code's, and
+    then only the records whose embedded text the newer recipes changed (all, when that is not known).
     """
     meta = stored_meta(store)
     if not meta:
@@ -46,8 +47,11 @@ def reembed_store(
         echo(f"  {table}: {len(records)} records")
         return target.embed([embedded_text(r) for r in records])
 
+    # Same embedder, older recipe: the other records' vectors are already what this code would make.
+    only = changed_since(recipe) if made == target.id else None
     recipes = "" if recipe == str(EMBED_RECIPE) else f", embedding recipe {recipe} -> {EMBED_RECIPE}"
-    echo(f"tiermem reembed: {store}: {made} -> {target.id} ({target.dimensions} dimensions){recipes}")
-    done = sum(opened.reembed(target.id, target.dimensions, vectors).values())
+    kinds = "" if only is None else f"; only {', '.join(sorted(t.__name__ for t in only))} records changed"
+    echo(f"tiermem reembed: {store}: {made} -> {target.id} ({target.dimensions} dimensions){recipes}{kinds}")
+    done = sum(opened.reembed(target.id, target.dimensions, vectors, only=only).values())
     echo(f"tiermem reembed: done, {done} records re-embedded; the store now uses {target.id}")
     return done

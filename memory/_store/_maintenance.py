@@ -127,7 +127,12 @@ class Maintenance:
         tables.retry(f"purge {name}", rewrite)
 
     def reembed(
-        self, embedder_id: str, dimensions: int, vectors: Callable[[str, list[StoredRecord]], np.ndarray]
+        self,
+        embedder_id: str,
+        dimensions: int,
+        vectors: Callable[[str, list[StoredRecord]], np.ndarray],
+        *,
+        only: tuple[type, ...] | None = None,
     ) -> dict[str, int]:
         tables = self._tables
         marker = REEMBEDDING + embedder_id
@@ -135,7 +140,7 @@ class Maintenance:
         tables.embedder_id, tables.dimensions = marker, dimensions
         counts: dict[str, int] = {}
         for name, spec in SPECS.items():
-            if not spec.vectors:
+            if not spec.vectors or (only is not None and not issubclass(spec.model, only)):
                 continue
             with engine_errors(f"read {name}"):
                 try:

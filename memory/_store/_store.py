@@ -165,9 +165,16 @@ class Store(TypedReads):
         self._meta.write(values)
 
     def reembed(
-        self, embedder_id: str, dimensions: int, vectors: Callable[[str, list[StoredRecord]], np.ndarray]
+        self,
+        embedder_id: str,
+        dimensions: int,
+        vectors: Callable[[str, list[StoredRecord]], np.ndarray],
+        *,
+        only: tuple[type, ...] | None = None,
     ) -> dict[str, int]:
         """Rewrite every table's vectors with ``vectors(table, records)`` and record the new embedder.
+
+        ``only``: just the tables holding those record types (a recipe change on the same embedder).
 
         ``vectors`` embeds each record's ``embedded_text``; the store then records this code's recipe.
 
@@ -175,7 +182,7 @@ class Store(TypedReads):
         embedder, so nothing opens the store half-migrated; after an interruption, run it again.
         Returns the rows re-embedded per table.
         """
-        return self._maintenance.reembed(embedder_id, dimensions, vectors)
+        return self._maintenance.reembed(embedder_id, dimensions, vectors, only=only)
 
     # -- tables -----------------------------------------------------------------------------
 

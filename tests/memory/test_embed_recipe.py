@@ -13,7 +13,7 @@ import pytest
 
 from tiermem import HashingEmbedder, MemoryContext, Message, Store, Turn, create_memory_capability
 from tiermem.memory._cli._main import main as cli_main
-from tiermem.memory._record_text import EMBED_RECIPE, embedded_text
+from tiermem.memory._record_text import EMBED_RECIPE, changed_since, embedded_text
 from tiermem.memory._store import recipe_of, stored_meta
 from tiermem.memory._store._meta import RECIPE
 
@@ -132,3 +132,37 @@ def test_reembed_moves_a_store_to_this_recipe_with_its_embedder(
     np.testing.assert_allclose(stored, fresh, rtol=0, atol=1e-6)
     assert cli_main(command) == 0
     assert "nothing to do" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("recipe", "expected"),
+    [("1", (Turn,)), (str(EMBED_RECIPE), ()), ("0", None), ("7", None), ("x", None)],
+    ids=["recipe-1-turns-only", "current-nothing", "unknown-older-all", "newer-all", "unreadable-all"],
+)
+def test_what_each_recipe_changed_is_known(recipe: str, expected: tuple[type, ...] | None) -> None:
+    assert changed_since(recipe) == expected
+
+
+def test_reembed_from_recipe_1_rewrites_only_the_turns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _store(tmp_path)
+    store = Store(path, embedder_id=EMBEDDER.id, dimensions=EMBEDDER.dimensions)
+    turns = [_turn(seq, Message(role="user", content=text)) for seq, text in [(1, "I keep bees."), (2, "Two hives.")]]
+    store.upsert("turns", turns, EMBEDDER.embed([t.text for t in turns]))  # recipe 1: role labels embedded
+    facts = create_memory_capability(store=path, embedder=EMBEDDER).tiers.facts(CTX)
+    kept = EMBEDDER.embed([f"stale {f.text}" for f in facts])  # not what any recipe makes: must survive
+    store.upsert("facts", facts, kept)
+    _set_recipe(path, "1")
+
+    command = ["reembed", "--store", path, "--embedder", "hashing", "--embedder-dimensions", "64"]
+    assert cli_main(command) == 0
+    out = capsys.readouterr().out
+    assert "embedding recipe 1 -> 2; only Turn records changed" in out
+    assert f"done, {len(turns)} records re-embedded" in out
+
+    table = Store(path, embedder_id=EMBEDDER.id, dimensions=EMBEDDER.dimensions)
+    turn_rows = {r["id"]: r["vector"] for r in table.table("turns").to_arrow().to_pylist()}
+    fresh = EMBEDDER.embed([embedded_text(t) for t in turns])
+    np.testing.assert_allclose([turn_rows[t.id] for t in turns], fresh, rtol=0, atol=1e-6)
+    fact_rows = {r["id"]: r["vector"] for r in table.table("facts").to_arrow().to_pylist()}
+    np.testing.assert_allclose([fact_rows[f.id] for f in facts], kept, rtol=0, atol=1e-6)
+    assert stored_meta(path)[RECIPE] == str(EMBED_RECIPE)
