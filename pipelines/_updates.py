@@ -67,6 +67,7 @@ from typing import Literal
 from tiermem.memory._records import Fact
 
 from ._companions import WE_COMPANY, for_one
+from ._counts import NOT_COUNTED, ORDINALS, number, plural, singular
 from ._sentences import STARTERS, strip_apposition
 
 __all__ = ["PATTERNS", "Claim", "claims_of", "restated", "supersession"]
@@ -75,12 +76,6 @@ Role = Literal["state", "change", "end", "leave"]
 
 _PROPER = r"(?:the\s+)?(?P<v>[A-Z][\w&'-]*(?:\s+(?:&\s+|of\s+|de\s+)?[A-Z][\w&'-]*){0,3})"
 _PERSON = r"(?P<p>[A-Z][a-z]+)"
-_NUM_WORDS = [
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
-    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
-]  # fmt: skip
-_TENS = {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
-_ORDINALS = {"second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6}
 _NUM = r"(?P<n>\d{1,3}|(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[- ][a-z]+)?|[a-z]+teen|[a-z]{3,6})"
 _OWN = r"(?:the user's|his|her|their|[A-Z][a-z]+'s)"
 _CLAUSE = r"(?=$|\s*[,;]|\s+(?:last|yesterday|today|this|in|on|and|after|because|for good)\b|\s+\w+\s+\w+\s+ago\b)"
@@ -166,10 +161,6 @@ _WHEN = re.compile(  # the rules' observer has resolved "last week" into a date 
     rf"|(?:in|on) the (?:week|weekend) of \d{{1,2}} {_MONTH} \d{{4}}|on \d{{1,2}} {_MONTH} \d{{4}}"
     rf"|in (?:{_MONTH}(?: \d{{4}})?|\d{{4}}))\b"
 )
-# Plural -> the singular a count is kept under; kids and children, dogs and puppies are counted together.
-_IRREGULAR = {"children": "kid", "child": "kid", "kids": "kid", "puppies": "dog", "puppy": "dog", "kittens": "cat"}
-_IRREGULAR |= {"kitten": "cat", "people": "person", "wives": "wife", "fish": "fish", "sheep": "sheep"}
-_NOT_COUNTED = frozenset({"lot", "bit", "few", "couple", "ton", "chance", "point", "idea", "feeling", "time", "way"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,30 +183,6 @@ class Claim:
     """For counts: "another" (one more than the current count)."""
 
 
-def _number(raw: str) -> int | None:
-    raw = raw.lower()
-    if raw.isdigit():
-        return int(raw)
-    if raw in {"a", "an"}:
-        return 1
-    if raw in _NUM_WORDS:
-        return _NUM_WORDS.index(raw)
-    head, _, tail = raw.replace(" ", "-").partition("-")
-    if head in _TENS and (not tail or tail in _NUM_WORDS[1:10]):
-        return _TENS[head] + (_NUM_WORDS.index(tail) if tail else 0)
-    return None
-
-
-def _singular(noun: str) -> str:
-    if noun in _IRREGULAR:
-        return _IRREGULAR[noun]
-    if noun.endswith("ies") and len(noun) > 4:
-        return noun[:-3] + "y"
-    if noun.endswith(("ses", "xes", "ches", "shes")):
-        return noun[:-2]
-    return noun[:-1] if noun.endswith("s") and not noun.endswith("ss") and len(noun) > 3 else noun
-
-
 def _value(attribute: str, m: re.Match[str]) -> tuple[str, str | None, bool] | None:
     """(attribute key, value, relative) from one pattern match, or None when the match is not a claim."""
     found = m.groupdict()
@@ -229,14 +196,14 @@ def _value(attribute: str, m: re.Match[str]) -> tuple[str, str | None, bool] | N
         status = {"broke up": "single", "split up": "single", "separated": "single"}.get(status, status)
         return attribute, status, False
     if attribute == "age":
-        n = _number(found["n"])
+        n = number(found["n"])
         return None if n is None or not 0 < n < 130 else (attribute, str(n), False)
-    thing = _singular(found["x"])
-    if thing in _NOT_COUNTED:
+    thing = singular(found["x"])
+    if thing in NOT_COUNTED:
         return None
     if found.get("o") == "another":
         return f"count:{thing}", None, True
-    n = _ORDINALS[found["o"]] if found.get("o") else _number(found["n"])
+    n = ORDINALS[found["o"]] if found.get("o") else number(found["n"])
     return None if n is None or n > 50 else (f"count:{thing}", str(n), False)
 
 
@@ -312,15 +279,6 @@ def _contradicts(new: Claim, old: Claim) -> bool:
     return not _same_value(new.value, old.value)
 
 
-def _plural(thing: str, n: int) -> str:
-    if n == 1:
-        return f"a {thing}" if thing[0] not in "aeiou" else f"an {thing}"
-    words = {"kid": "kids", "person": "people", "fish": "fish", "sheep": "sheep"}
-    plural = words.get(thing) or (thing[:-1] + "ies" if thing.endswith("y") and thing[-2] not in "aeiou" else None)
-    plural = plural or (thing + "es" if thing.endswith(("s", "x", "ch", "sh")) else thing + "s")
-    return f"{_NUM_WORDS[n] if n <= 10 else n} {plural}"
-
-
 def _current(new: Claim, old: Claim) -> str:
     """The sentence stating what holds now, without naming a value that ended."""
     who = new.who
@@ -356,7 +314,7 @@ def _current(new: Claim, old: Claim) -> str:
         return f"{who} is {new.value} years old."
     thing = attribute.split(":", 1)[1]
     n = int(old.value or "0") + 1 if new.relative else int(new.value or "0")
-    return f"{who} has {_plural(thing, n)}."
+    return f"{who} has {plural(thing, n)}."
 
 
 def restated(text: str, old_text: str) -> str | None:
