@@ -22,8 +22,13 @@ ranked on (never embedded: :func:`embedded_text`), as the pipeline stores them. 
 measures the alternative the pipeline does not take: the vector of "text (keys: a, b)". The
 baselines read the text alone.
 
+With ``--third-person`` every memory is stored as an observer writes it ("The user can't swim.", the
+rules observer's rewrite of "I can't swim."), the cues unchanged: what an agent's facts look like.
+The baselines read the same stored text.
+
 Usage (from the repo root):
     python bench/paraphrase.py                                  # default embedder
+    python bench/paraphrase.py --third-person --sizes 40 400    # memories as an observer writes them
     python bench/paraphrase.py --keys tests/data/lexicon.json   # memories with retrieval keys
     python bench/paraphrase.py --embedder hashing --sizes 3 40  # any name resolve_embedder takes
     python bench/paraphrase.py --out bench/RESULTS-paraphrase.md
@@ -60,6 +65,7 @@ from tiermem.memory._embed._names import resolve_embedder
 from tiermem.memory._text import STOP_WORDS, words
 from tiermem.memory._tiers._tiers import embedded_text
 from tiermem.memory.testing import FrozenClock, Lexicon
+from tiermem.pipelines._sentences import rewrite_first_person
 
 warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
 
@@ -98,6 +104,12 @@ def stores(pairs: Sequence[dict[str, str]], filler: Sequence[str], size: int) ->
 def keyed_text(fact: Fact) -> str:
     """The rejected alternative to :func:`embedded_text`: the text with its keys (``--embed-keys``)."""
     return f"{fact.text} (keys: {', '.join(fact.keys)})" if fact.keys else fact.text
+
+
+def observed(text: str) -> str:
+    """``text`` as the rules observer writes a user's statement: in the third person ("The user can't swim.")."""
+    written = rewrite_first_person(text)
+    return written[:1].upper() + written[1:]
 
 
 def write_facts(
@@ -208,9 +220,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--recall", default=None, help="ranking overrides as JSON, e.g. '{\"session_weight\": 0}'")
     parser.add_argument("--keys", default=None, help="lexicon JSON: memories carry the scripted fake's retrieval keys")
     parser.add_argument("--embed-keys", action="store_true", help="with --keys: embed 'text (keys: ...)' instead")
+    parser.add_argument("--third-person", action="store_true", help="memories as an observer writes them")
     parser.add_argument("--out", default=None, help="write the markdown report here")
     args = parser.parse_args(argv)
     pairs, unrelated, filler = load()
+    if args.third_person:
+        pairs = [{**p, "memory": observed(p["memory"])} for p in pairs]
+        filler = [observed(t) for t in filler]
     embedder = resolve_embedder(args.embedder)
     recall = json.loads(args.recall) if args.recall else None
     lexicon = Lexicon.load(args.keys) if args.keys else None

@@ -14,8 +14,13 @@ turns through their provenance (an episode spends a slot per turn, as in ``bench
 hit@1, hit@3, hit@10. Baseline: the raw dense cosine of the same embedder over the same turns' text
 (no gate: it always returns something). For each unrelated cue: does recall return anything at all.
 
+``--replies``: each turn carries an assistant's reply too, two or three generic sentences drawn from a
+fixed pool (seeded) that never restate what the user said, as a chat assistant's acknowledgement does:
+the user's words then share a turn's vector with the reply's (the baseline embeds the same text).
+
 Usage (from the repo root):
     python bench/paraphrase_turns.py                 # 400 turns (every pair's memory + filler), 10 a session
+    python bench/paraphrase_turns.py --replies       # the same, each turn with an assistant's reply
     python bench/paraphrase_turns.py --size 4000 --per-session 20
 """
 
@@ -46,10 +51,30 @@ from tiermem.memory.testing import FrozenClock
 
 NAMESPACE = "paraphrase-turns"
 SEED = 7
+# Replies that acknowledge without restating: what dilutes a turn's vector in a real chat log.
+_REPLY_SENTENCES = [
+    "Thanks for telling me.", "That's good to know.", "Got it, I'll keep that in mind.",
+    "Is there anything you'd like help with around that?", "Let me know if you want to plan anything.",
+    "That sounds like a lot to juggle.", "I can help you organise the details if you like.",
+    "Happy to help whenever you need.", "Noted.", "That makes sense.", "How are you feeling about it?",
+    "Would you like some suggestions?", "I hope the rest of your day goes smoothly.",
+    "If anything changes, just tell me.", "I appreciate you sharing that.", "Sounds good.",
+    "We can come back to this later.", "Do you want me to set a reminder?", "Interesting!",
+    "Thanks, that helps me give better answers.", "I'll remember that for next time.",
+    "Let me know how it goes.", "Anything else on your mind today?", "Okay, understood.",
+]  # fmt: skip
 
 
-async def _say(mem: Any, texts: Sequence[str], per_session: int, clock: FrozenClock) -> dict[str, int]:
-    """Capture every text as a user turn, sessions of ``per_session``; turn id -> index of its text."""
+def replies(n: int) -> list[str]:
+    """``n`` assistant replies of two or three pool sentences, the same for the same ``n``."""
+    rng = random.Random(SEED + 1)
+    return [" ".join(rng.sample(_REPLY_SENTENCES, rng.choice((2, 3)))) for _ in range(n)]
+
+
+async def _say(
+    mem: Any, texts: Sequence[str], per_session: int, clock: FrozenClock, answers: Sequence[str] | None
+) -> dict[str, int]:
+    """Capture every text as a user turn (and its reply), ``per_session`` a session; turn id -> text index."""
     base = MemoryContext(namespace=NAMESPACE, user_id="u")
     order = list(range(len(texts)))
     random.Random(SEED).shuffle(order)
@@ -57,7 +82,9 @@ async def _say(mem: Any, texts: Sequence[str], per_session: int, clock: FrozenCl
         ctx = base.model_copy(update={"session_id": f"s{start // per_session}"})
         clock.set(paraphrase.START + timedelta(days=start // per_session))
         for j in order[start : start + per_session]:
-            await mem.capture(ctx, [{"role": "user", "content": texts[j]}], metadata={"memory": j})
+            said = [{"role": "user", "content": texts[j]}]
+            said += [{"role": "assistant", "content": answers[j]}] if answers is not None else []
+            await mem.capture(ctx, said, metadata={"memory": j})
             clock.advance(timedelta(seconds=30))
         await mem.end_session(ctx)
     await mem.consolidate(base)
@@ -75,7 +102,7 @@ def _ranked(items: Sequence[Any], turn_of: dict[str, int]) -> list[int]:
     return out
 
 
-def run(size: int, per_session: int, embedder_name: str | None) -> dict[str, Any]:
+def run(size: int, per_session: int, embedder_name: str | None, with_replies: bool = False) -> dict[str, Any]:
     embedder = resolve_embedder(embedder_name)
     pairs, unrelated, filler = paraphrase.load()
     [(idx, texts)] = paraphrase.stores(pairs, filler, max(size, len(pairs)))
@@ -83,11 +110,13 @@ def run(size: int, per_session: int, embedder_name: str | None) -> dict[str, Any
         clock = FrozenClock(paraphrase.START)
         mem = system(model="rules", store=folder, embedder=embedder, clock=clock, semantic=True)
         t0 = time.perf_counter()
-        turn_of = asyncio.run(_say(mem, texts, per_session, clock))
+        answers = replies(len(texts)) if with_replies else None
+        turn_of = asyncio.run(_say(mem, texts, per_session, clock, answers))
         ingest = time.perf_counter() - t0
         mem.store.optimize()
         ctx = MemoryContext(namespace=NAMESPACE, user_id="u")
-        vectors = embedder.embed(list(texts))
+        said = list(texts) if answers is None else [f"{t}\n{a}" for t, a in zip(texts, answers, strict=True)]
+        vectors = embedder.embed(said)
         hits = {name: {1: 0, 3: 0, 10: 0} for name in ("tiermem", "dense")}
         missed = []
         for i in idx:
@@ -112,11 +141,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=400, help="turns in the conversation (at least the pairs)")
     parser.add_argument("--per-session", type=int, default=10, help="turns per session")
     parser.add_argument("--embedder", default=None, help="embedder name (default: the shipped default)")
+    parser.add_argument("--replies", action="store_true", help="each turn carries an assistant's generic reply")
     args = parser.parse_args(argv)
-    out = run(args.size, args.per_session, args.embedder)
+    out = run(args.size, args.per_session, args.embedder, args.replies)
     n = out["cues"]
-    print(f"{out['turns']} turns, {args.per_session} a session, {n} paraphrase cues, embedder {out['embedder']}, "
-          f"{cpu_name()}; ingest {out['ingest_s']:.0f}s")  # fmt: skip
+    replied = ", each with a reply" if args.replies else ""
+    print(f"{out['turns']} turns{replied}, {args.per_session} a session, {n} paraphrase cues, "
+          f"embedder {out['embedder']}, {cpu_name()}; ingest {out['ingest_s']:.0f}s")  # fmt: skip
     print("| system | hit@1 | hit@3 | hit@10 |\n|---|---|---|---|")
     for name, h in out["hits"].items():
         print(f"| {name} | {h[1] / n:.2f} | {h[3] / n:.2f} | {h[10] / n:.2f} |")

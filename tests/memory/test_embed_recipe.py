@@ -11,9 +11,20 @@ import lancedb
 import numpy as np
 import pytest
 
-from tiermem import HashingEmbedder, MemoryContext, Message, Store, Turn, create_memory_capability
+from tiermem import (
+    Digest,
+    Episode,
+    Fact,
+    HashingEmbedder,
+    MemoryContext,
+    Message,
+    Store,
+    Turn,
+    WorkingEntry,
+    create_memory_capability,
+)
 from tiermem.memory._cli._main import main as cli_main
-from tiermem.memory._record_text import EMBED_RECIPE, changed_since, embedded_text
+from tiermem.memory._record_text import EMBED_RECIPE, changed_since, embedded_text, own_voice
 from tiermem.memory._store import recipe_of, stored_meta
 from tiermem.memory._store._meta import RECIPE
 
@@ -136,33 +147,78 @@ def test_reembed_moves_a_store_to_this_recipe_with_its_embedder(
 
 @pytest.mark.parametrize(
     ("recipe", "expected"),
-    [("1", (Turn,)), (str(EMBED_RECIPE), ()), ("0", None), ("7", None), ("x", None)],
-    ids=["recipe-1-turns-only", "current-nothing", "unknown-older-all", "newer-all", "unreadable-all"],
+    [
+        ("1", (Turn, WorkingEntry, Episode, Fact, Digest)),
+        ("2", (WorkingEntry, Episode, Fact, Digest)),
+        (str(EMBED_RECIPE), ()),
+        ("0", None),
+        ("7", None),
+        ("x", None),
+    ],
+    ids=["recipe-1", "recipe-2-not-turns", "current-nothing", "unknown-older-all", "newer-all", "unreadable-all"],
 )
 def test_what_each_recipe_changed_is_known(recipe: str, expected: tuple[type, ...] | None) -> None:
     assert changed_since(recipe) == expected
 
 
-def test_reembed_from_recipe_1_rewrites_only_the_turns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_reembed_from_recipe_2_leaves_the_turns_it_did_not_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _store(tmp_path)
     store = Store(path, embedder_id=EMBEDDER.id, dimensions=EMBEDDER.dimensions)
-    turns = [_turn(seq, Message(role="user", content=text)) for seq, text in [(1, "I keep bees."), (2, "Two hives.")]]
-    store.upsert("turns", turns, EMBEDDER.embed([t.text for t in turns]))  # recipe 1: role labels embedded
     facts = create_memory_capability(store=path, embedder=EMBEDDER).tiers.facts(CTX)
-    kept = EMBEDDER.embed([f"stale {f.text}" for f in facts])  # not what any recipe makes: must survive
-    store.upsert("facts", facts, kept)
-    _set_recipe(path, "1")
+    store.upsert("facts", facts, EMBEDDER.embed([f"The user: {f.text}" for f in facts]))  # another recipe's text
+    turns = [_turn(seq, Message(role="user", content=text)) for seq, text in [(1, "I keep bees."), (2, "Two hives.")]]
+    kept = EMBEDDER.embed([f"stale {t.text}" for t in turns])  # not what any recipe makes: must survive
+    store.upsert("turns", turns, kept)
+    _set_recipe(path, "2")
 
     command = ["reembed", "--store", path, "--embedder", "hashing", "--embedder-dimensions", "64"]
     assert cli_main(command) == 0
     out = capsys.readouterr().out
-    assert "embedding recipe 1 -> 2; only Turn records changed" in out
-    assert f"done, {len(turns)} records re-embedded" in out
+    assert f"embedding recipe 2 -> {EMBED_RECIPE}; only Digest, Episode, Fact, WorkingEntry records changed" in out
+    assert f"done, {len(facts)} records re-embedded" in out
 
     table = Store(path, embedder_id=EMBEDDER.id, dimensions=EMBEDDER.dimensions)
-    turn_rows = {r["id"]: r["vector"] for r in table.table("turns").to_arrow().to_pylist()}
-    fresh = EMBEDDER.embed([embedded_text(t) for t in turns])
-    np.testing.assert_allclose([turn_rows[t.id] for t in turns], fresh, rtol=0, atol=1e-6)
     fact_rows = {r["id"]: r["vector"] for r in table.table("facts").to_arrow().to_pylist()}
-    np.testing.assert_allclose([fact_rows[f.id] for f in facts], kept, rtol=0, atol=1e-6)
+    fresh = EMBEDDER.embed([embedded_text(f) for f in facts])
+    np.testing.assert_allclose([fact_rows[f.id] for f in facts], fresh, rtol=0, atol=1e-6)
+    turn_rows = {r["id"]: r["vector"] for r in table.table("turns").to_arrow().to_pylist()}
+    np.testing.assert_allclose([turn_rows[t.id] for t in turns], kept, rtol=0, atol=1e-6)
     assert stored_meta(path)[RECIPE] == str(EMBED_RECIPE)
+
+
+@pytest.mark.parametrize(
+    ("written", "voiced"),
+    [
+        ("The user is allergic to peanuts.", "I am allergic to peanuts."),
+        ("The user's dish is the user's grandmother's lasagna.", "My dish is my grandmother's lasagna."),
+        ("The user hates cilantro; it tastes like soap to the user.", "I hates cilantro; it tastes like soap to me."),
+        ("Moni, the user's wife, is allergic to shellfish.", "Moni, my wife, is allergic to shellfish."),
+        ("Jonas invited the user to dinner.", "Jonas invited me to dinner."),
+        ("The user has two dogs and the user walks them daily.", "I have two dogs and I walks them daily."),
+        ("It was sunny when the user went out. The user got wet.", "It was sunny when I went out. I got wet."),
+        ("User is vegetarian.", "I am vegetarian."),
+        ("The user is building the user interface in React.", "I am building the user interface in React."),
+        ("The username is bob; the user base grew.", "The username is bob; the user base grew."),
+        ("Caroline went to a support group.", "Caroline went to a support group."),
+    ],
+    ids=["subject", "possessive", "object", "apposition", "after-verb", "two-clauses", "two-sentences",
+         "bare-user", "user-interface", "not-the-user", "no-user"],
+)  # fmt: skip
+def test_what_is_written_of_the_user_is_embedded_in_their_voice(written: str, voiced: str) -> None:
+    assert own_voice(written) == voiced
+
+
+def test_every_record_written_of_the_user_is_embedded_in_their_voice_and_shown_as_written() -> None:
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    text = "The user's sister moved to Rome."
+    fact = Fact.new(CTX, subject="user", text=text, now=at)
+    entry = WorkingEntry(id="w-1", namespace="default", user_id="u-1", session_id="s-1", subject="user", text=text,
+                         created_at=at, updated_at=at)  # fmt: skip
+    episode = Episode(id="e-1", namespace="default", user_id="u-1", session_id="s-1", summary=text, started_at=at,
+                      ended_at=at, created_at=at, updated_at=at)  # fmt: skip
+    digest = Digest(id="d-1", namespace="default", user_id="u-1", text=text, created_at=at, updated_at=at)
+    for record in (fact, entry, episode, digest):
+        assert embedded_text(record) == "My sister moved to Rome."
+    assert fact.text == entry.text == digest.text == episode.summary == text  # what is shown and searched by words
