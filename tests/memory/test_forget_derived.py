@@ -19,6 +19,7 @@ import pytest
 
 from tests.fakes import AnyCall, Messages, calls_for, default_reply, messages_of, session, stage_model
 from tiermem import MemoryContext, MemorySystem, system
+from tiermem.memory._record_text import embedded_text
 from tiermem.memory._redaction import Forgotten
 from tiermem.memory._store import USER_TABLES, Where
 from tiermem.memory.testing import FrozenClock, HashingEmbedder
@@ -131,7 +132,7 @@ async def test_forget_leaves_no_tier_saying_it(
     rewritten = [e for e in episodes if e.id in report.texts_rewritten]
     assert len(rewritten) == 1 and "shellfish" in rewritten[0].summary
     vectors = {r["id"]: r["vector"] for r in mem.tiers.store.table("episodes").to_arrow().to_pylist()}
-    assert np.allclose(vectors[rewritten[0].id], embedder.embed([rewritten[0].summary])[0], atol=1e-6)
+    assert np.allclose(vectors[rewritten[0].id], embedder.embed([embedded_text(rewritten[0])])[0], atol=1e-6)
     assert report.digest_rewritten and "shellfish" in (await mem.latest_digest(CTX)).text  # type: ignore[union-attr]
     if model == "llm":  # refused once for still saying it, then rewritten by the model
         asked = calls_for(fake, redact.STAGE)
