@@ -38,7 +38,8 @@ CTX = MemoryContext(user_id="u-1", session_id="s-1")
 QUERY = "What is new with Moni?"
 TOM_FACT = "Tom collects vintage stamps."
 MONI_FACT = "Moni started a pottery class."
-USER_FACT = "The user bakes sourdough bread."
+# Unrelated to QUERY under the hashing embedder in the user's voice too ("I paints ...": recipe 3 embeds that)
+USER_FACT = "The user paints landscapes."
 IVY_FACT = "Ivy collects antique coins."  # a person with no edges: never reached through the graph
 MARRIED = "user --married to--> moni"
 SIBLING = "moni --sibling of--> tom"
