@@ -7,6 +7,7 @@ Screenshots go to the test's tmp folder (``TIERMEM_UI_SHOTS`` names another, to 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -36,6 +38,7 @@ TURNS = [
     ("My sister Anna lives in Lisbon.", "Lovely."),
 ]
 CORRECTED = "The user works at Initech as an engineer."
+LOCAL = {"127.0.0.1", "0.0.0.0"}  # the hosts the servers under test answer on
 
 
 def _fill(store: str) -> str:
@@ -109,10 +112,14 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any, tmp_path: Path) -> Iterator[Any]:
+    """A page whose requests must all go to the server under test: the pages work without a network."""
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     context.set_default_timeout(60_000)  # a bound for a slow shared machine, not an expected duration
+    elsewhere: list[str] = []
+    context.on("request", lambda r: None if urlsplit(r.url).hostname in LOCAL else elsewhere.append(r.url))
     yield context.new_page()
     context.close()
+    assert not elsewhere, f"the pages asked for something off this machine: {elsewhere}"
 
 
 def _shot(page: Any, tmp_path: Path, name: str) -> None:
@@ -207,6 +214,18 @@ def test_off_loopback_a_token_is_needed_and_writes_confirm_an_erase(filled: tupl
         page.goto(f"{server.url}/u/acme/caroline/memory/{corrected_id}")
         page.get_by_role("button", name="Pin").click()
         assert page.locator("li.version .tag.pin").count() == 1
+        page.goto(f"{server.url}/u/acme/caroline")
+        page.locator("table.facts tr").filter(has_text="shellfish").get_by_role("link").click()
+        forgotten = page.url.rsplit("/", 1)[1]
+        page.once("dialog", lambda dialog: dialog.accept())  # the Forget button asks first
+        page.get_by_role("button", name="Forget…").click()
+        assert page.locator("h1").inner_text() == f"Forgot {forgotten}"
+        page.goto(f"{server.url}/u/acme/caroline")
+        assert page.locator("table.facts tr").filter(has_text="shellfish").count() == 0
+        exported = page.request.get(server.url + page.get_by_role("link", name="Export").get_attribute("href"))
+        assert exported.status == 200 and "attachment" in exported.headers["content-disposition"]
+        assert json.loads(exported.text().splitlines()[0])["kind"] == "header" and CORRECTED in exported.text()
+        assert forgotten not in exported.text()
         page.goto(f"{server.url}/u/acme/caroline")
         page.get_by_role("link", name="Erase…").click()
         page.get_by_role("button", name="Erase for good").click()  # without typing the user id
