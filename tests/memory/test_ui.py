@@ -142,6 +142,9 @@ def test_the_pages_show_users_tiers_facts_history_and_episodes(reader: Server, p
     moni = facts.filter(has_text="shellfish")
     assert moni.locator("td").first.inner_text() == "moni" and re.search(r"0\.\d\d", moni.inner_text())
     assert "superseded" in facts.filter(has_text="Globex").inner_text()
+    valid = r"\d{4}-\d\d-\d\d → "  # each fact's validity: from when, to now or to when it was superseded
+    assert re.search(valid + "now", moni.inner_text())
+    assert re.search(valid + r"\d{4}-\d\d-\d\d", facts.filter(has_text="Globex").inner_text())
     assert "turns_parked" in page.locator("#pending").inner_text()
     _shot(page, tmp_path, "user")
     facts.filter(has_text="Globex").get_by_role("link").click()  # the old version: its chain, its turn
