@@ -90,6 +90,10 @@ class Access:
         """The scopes ``user_id`` of ``namespace`` holds, with their right."""
         return {g.scope: g.right for g in self.grants(namespace) if g.user_id == user_id}
 
+    def rights(self, ctx: MemoryContext) -> dict[str, str]:
+        """The shared scopes ``ctx``'s user holds, with their right ("read" or "write")."""
+        return self._held(ctx.namespace, ctx.user_id)
+
     # -- the choke point --------------------------------------------------------------------
 
     def check(self, ctx: object) -> MemoryContext:

@@ -21,8 +21,10 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -151,6 +153,19 @@ def _changed(record: object, signal: str, receipt: str, now: datetime) -> Fact |
     return changed.model_copy(update={"metadata": _logged(changed.metadata, event)})
 
 
+def _find(
+    governance: Governance, owners: Sequence[tuple[MemoryContext, bool]], rid: str
+) -> tuple[TableName, Any, bool] | None:
+    """The table and record of ``rid`` in the first owner holding it, and whether it may be lowered."""
+    for owner, lowers in owners:
+        try:
+            table, record = governance.find(owner, rid)
+        except MemoryNotFoundError:
+            continue
+        return table, record, lowers
+    return None
+
+
 def apply_feedback(
     governance: Governance,
     receipts: Receipts,
@@ -159,8 +174,13 @@ def apply_feedback(
     *,
     used: object = (),
     unhelpful: object = (),
+    shared: Sequence[tuple[MemoryContext, bool]] = (),
 ) -> FeedbackReport:
-    """The blocking body of ``feedback``: checks everything, then writes each changed table once."""
+    """The blocking body of ``feedback``: checks everything, then writes each changed table once.
+
+    ``shared``: the owner of each shared scope ``ctx`` reads (checked by the caller), and whether it may
+    lower what is there (a write grant): a team fact recall returned is reinforced by any reader's
+    "used", lowered only by a writer's "unhelpful" (for a reader it stays unchanged)."""
     if not isinstance(receipt, str) or not receipt:
         raise InvalidArgumentError("receipt must be the receipt id recall returned")
     good, bad = _ids(used, "used"), _ids(unhelpful, "unhelpful")
@@ -180,14 +200,17 @@ def apply_feedback(
         reinforced: list[str] = []
         lowered: list[str] = []
         unchanged: list[str] = []
-        with user_writes(governance.store, ctx):  # each record read and written back with nothing between
+        owners = [(ctx, True), *shared]
+        with ExitStack() as leases:  # each record read and written back with nothing between
+            for owner, _ in sorted(owners, key=lambda o: o[0].user_id):  # one order: no two calls wait on each other
+                leases.enter_context(user_writes(governance.store, owner))
             for signal, ids in (("used", good), ("unhelpful", bad)):
                 for rid in sorted(ids):
-                    try:
-                        table, record = governance.find(ctx, rid)
-                    except MemoryNotFoundError:  # forgotten since the recall
+                    found = _find(governance, owners, rid)
+                    if found is None or (signal == "unhelpful" and not found[2]):  # forgotten, or read-only
                         unchanged.append(rid)
                         continue
+                    table, record, _ = found
                     changed = _changed(record, signal, receipt, now)
                     if changed is None:
                         unchanged.append(rid)

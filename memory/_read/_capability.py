@@ -220,11 +220,18 @@ class MemoryCapability:
     ) -> FeedbackReport:
         """Say which memories of a recall helped: ``used`` ones are reinforced, ``unhelpful`` ones lose a
         step of confidence (never below 0, never when pinned). Only ids that recall returned; once per
-        receipt (the same call again changes nothing). Each change shows in ``history``."""
-        await self._checked(ctx)
-        return await run_blocking(
-            apply_feedback, self.governance, self.receipts, ctx, receipt, used=used, unhelpful=unhelpful
-        )
+        receipt (the same call again changes nothing). Each change shows in ``history``. A shared scope's
+        memory is reinforced by any reader's ``used``, lowered only by a writer's ``unhelpful``."""
+
+        def give() -> FeedbackReport:
+            (_, own), *scopes = self.access.readable(ctx)  # a team fact recall returned is the team's to reinforce
+            rights = self.access.rights(own)
+            shared = [(owner, rights.get(scope) == "write") for scope, owner in scopes]
+            return apply_feedback(
+                self.governance, self.receipts, own, receipt, used=used, unhelpful=unhelpful, shared=shared
+            )
+
+        return await run_blocking(give)
 
     # -- context block ----------------------------------------------------------------------
 
