@@ -98,8 +98,12 @@ def test_rerunning_the_demo_into_one_store_doubles_nothing(demo: str, tmp_path: 
         (["users"], "every namespace; model none (reads only)"),
         (["export", "sam", "-n", "demo"], "namespace demo, user sam; model none (reads only)"),
         (["forget", "{fact}", "-u", "sam", "-n", "demo"], "namespace demo, user sam; model rules"),
+        (["search", "sam", "Moni", "-n", "demo"], "namespace demo, user sam; model none (reads only)"),
+        (["graph", "sam", "-n", "demo", "--json"], "namespace demo, user sam; model none (reads only)"),
+        (["history", "{fact}", "-u", "sam", "-n", "demo"], "namespace demo, user sam; model none (reads only)"),
+        (["pin", "{fact}", "-u", "sam", "-n", "demo"], "namespace demo, user sam; model rules"),
     ],
-    ids=["show", "stats-json", "users", "export", "forget"],
+    ids=["show", "stats-json", "users", "export", "forget", "search", "graph-json", "history", "pin"],
 )
 def test_each_command_says_its_store_namespace_and_model_on_stderr(
     demo: str, tmp_path: Path, args: list[str], line: str
@@ -112,8 +116,9 @@ def test_each_command_says_its_store_namespace_and_model_on_stderr(
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines()[0] == f"tiermem: using store {store}; {line}"
     assert "tiermem: using" not in result.stdout
-    if "--json" in args:
-        assert json.loads(result.stdout)["counts"]["semantic"]
+    if "--json" in args:  # the line is on stderr, so stdout stays JSON
+        printed = json.loads(result.stdout)
+        assert printed["counts"]["semantic"] if args[0] == "stats" else printed
 
 
 # -- an unknown user or namespace ----------------------------------------------------------------------

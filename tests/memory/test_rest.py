@@ -114,6 +114,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     servers.assert_no_network(folder)
     logged = (folder / "server.log").read_text()
     assert "tiermem serve: http://127.0.0.1" in logged
+    assert f"tiermem: using store {store}; every namespace; model rules" in logged  # as every command says
     assert not [who for who, (key, _, _) in KEYS.items() if key in logged], "a key reached the server's log"
 
 
