@@ -24,6 +24,7 @@ from typing import Protocol
 from .._blocking import run_blocking
 from .._documents import Passage, checked_budget, chunked, chunking_recipe, load, parse
 from .._errors import InvalidArgumentError, MemoryNotFoundError
+from .._govern import Access
 from .._identity import chunk_id, content_hash, document_id
 from .._records import Chunk, Document, MemoryContext
 from .._scope import checked_context, scope
@@ -100,10 +101,19 @@ class _Prepared:
 class Ingestion:
     """Ingest, estimate, list and forget documents of one store's users."""
 
-    def __init__(self, *, tiers: Tiers, importer: _Importer, count: Callable[[str], int]) -> None:
+    def __init__(self, *, tiers: Tiers, importer: _Importer, count: Callable[[str], int], access: Access) -> None:
         self.tiers = tiers
         self.importer = importer
         self.count = count
+        self.access = access
+
+    def owner(self, ctx: object, shared: object) -> MemoryContext:
+        """Whose documents a call reads or writes: ``ctx``'s user's own, or (``shared``) its write scope's,
+        which needs a write grant; checked at the one choke point either way."""
+        if not isinstance(shared, bool):
+            raise InvalidArgumentError(f"shared must be a bool, not {type(shared).__name__}")
+        checked = self.access.check(ctx)
+        return self.access.writable(checked, checked.write_scope) if shared else checked
 
     def prepare(
         self,
@@ -163,6 +173,7 @@ class Ingestion:
         overlap: int = DEFAULT_OVERLAP,
         extract_facts: bool = False,
         on_progress: Callable[[IngestProgress], None] | None = None,
+        shared: bool = False,
     ) -> IngestReport:
         """Ingest a document (text, Markdown, HTML, PDF) as passages recall ranks with the other memories.
 
@@ -173,9 +184,10 @@ class Ingestion:
         version of the same path or URL replaces the old one. Resumable: a rerun after a crash writes only
         the missing chunks. Bad input (no such file, an unknown type, a corrupt PDF) raises DocumentError and
         writes nothing. ``extract_facts``: also draw facts from it through the pipeline (model calls: see
-        :meth:`estimate_ingest`).
+        :meth:`estimate_ingest`). ``shared``: into the context's ``write_scope`` (a write grant), for everyone
+        reading that scope.
         """
-        checked_context(ctx)
+        ctx = await run_blocking(self.owner, ctx, shared)
         if not isinstance(extract_facts, bool):
             raise InvalidArgumentError(f"extract_facts must be a bool, not {type(extract_facts).__name__}")
         prepared = await run_blocking(
@@ -224,11 +236,13 @@ class Ingestion:
         max_tokens: int = DEFAULT_CHUNK_TOKENS,
         overlap: int = DEFAULT_OVERLAP,
         observe_window: int = OBSERVE_WINDOW,
+        shared: bool = False,
     ) -> IngestEstimate:
         """What :meth:`ingest` would write, and the tokens and model calls ``extract_facts`` costs; writes nothing.
 
-        ``observe_window``: the passages per observer call (as ``import_conversations`` sends them)."""
-        checked_context(ctx)
+        ``observe_window``: the passages per observer call (as ``import_conversations`` sends them);
+        ``shared``: as :meth:`ingest`'s."""
+        ctx = await run_blocking(self.owner, ctx, shared)
         if isinstance(observe_window, bool) or not isinstance(observe_window, int) or observe_window < 1:
             raise InvalidArgumentError(f"observe_window must be an int >= 1, not {observe_window!r}")
         prepared = await run_blocking(
@@ -249,13 +263,16 @@ class Ingestion:
         turns = [{"at": doc.created_at, "messages": [{"role": "user", "content": _turn_text(doc, c)}]} for c in chunks]
         return await self.importer.import_conversations(ctx, [{"session_id": doc.id, "turns": turns}])
 
-    async def documents(self, ctx: MemoryContext) -> list[Document]:
-        """The user's ingested documents, the latest first (``status`` "pending": an ingestion that stopped)."""
-        return await run_blocking(self.listed, ctx)
+    async def documents(self, ctx: MemoryContext, *, shared: bool = False) -> list[Document]:
+        """The user's ingested documents (``shared``: its write scope's), the latest first (``status``
+        "pending": an ingestion that stopped)."""
+        return await run_blocking(lambda: self.listed(self.owner(ctx, shared)))
 
-    async def forget_document(self, ctx: MemoryContext, document_id: str) -> int:
-        """Delete a document whole (its chunks, its record, facts drawn from it alone); returns the chunks deleted."""
-        return await run_blocking(self.forget, ctx, document_id)
+    async def forget_document(self, ctx: MemoryContext, document_id: str, *, shared: bool = False) -> int:
+        """Delete a document whole (its chunks, its record, facts drawn from it alone); returns the chunks deleted.
+
+        ``shared``: one of the context's write scope (a write grant)."""
+        return await run_blocking(lambda: self.forget(self.owner(ctx, shared), document_id))
 
     def listed(self, ctx: MemoryContext) -> list[Document]:
         """The user's documents (every version still stored), the latest ingested first."""

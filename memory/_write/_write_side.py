@@ -113,7 +113,9 @@ class MemorySystem:
             capability.governance, rewrite_digest=self.digest, rewrite_text=functools.partial(redact_text, stages)
         )
         self._governed = GovernedWrites(capability=capability, erasure=erasure, background=self._background)
-        self._ingestion = Ingestion(tiers=self.tiers, importer=self, count=capability.token_counter)
+        self._ingestion = Ingestion(
+            tiers=self.tiers, importer=self, count=capability.token_counter, access=capability.access
+        )
         self._pending_retries = PendingRetries(
             tiers=self.tiers, stages=stages, clock=capability.clock, capture=self._capture, sessions=self._sessions,
             consolidation=self._consolidation, end_session=self.end_session,
