@@ -384,3 +384,14 @@ def test_a_missing_store_is_refused(tmp_path: Path) -> None:
 
     assert done.returncode == 1 and "no tiermem store at" in done.stderr
     assert not (tmp_path / "typo").exists()
+
+
+def test_a_secret_sent_over_rest_is_never_stored_or_served(api: Api) -> None:
+    key = "sk-proj-" + "Q7vX2mLp9RtZ4wKc8NbH3yJd6FsA1eGu5TqW0oIx7VnM2rPk"
+    turn = {"role": "user", "content": f"My OpenAI key is {key}, keep it safe."}
+    api.call("POST", "/v1/capture", "erin", json={"session_id": "s-1", "messages": [turn]})
+    listed = api.call("GET", "/v1/memories", "erin", params={"limit": 50})["items"]
+    found = api.call("POST", "/v1/recall", "erin", json={"query": "OpenAI key", "limit": 5})["results"]
+    texts = [m["text"] for m in listed + found]
+    assert texts and not any(key in t for t in texts)
+    assert any("[secret:api-key]" in t for t in texts)
