@@ -239,6 +239,22 @@ async def test_remember_then_recall(tmp_path: Path, server_env: dict[str, str], 
     assert [f.text for f in await mem.facts(OTHER)] == [SECRET]
 
 
+async def test_a_secret_remembered_over_mcp_is_never_stored_or_served(
+    tmp_path: Path, server_env: dict[str, str], store: str
+) -> None:
+    key = "sk-proj-" + "Q7xZ2mN8vR4tY6uP0wL3kJ9hG5fD1sA"  # an OpenAI-style project key
+    async with mcp_session(tmp_path, server_env, store, "--user-id", "u-1", "--allow-writes") as session:
+        stored = _envelope(await session.call_tool("remember", {"text": f"The deploy key is {key}."}))
+        found = _envelope(await session.call_tool("recall", {"query": "deploy key"}))
+
+    assert stored["ok"] is True
+    assert found["results"][0]["text"] == "The deploy key is [secret:api-key]."
+    assert key not in json.dumps([stored, found])
+    mem = create_memory_capability(store=store, embedder="hashing")
+    assert all(key not in f.text for f in await mem.facts(USER))
+    assert not any(key in str(row) for row in mem.store.table("facts").to_arrow().to_pylist())
+
+
 async def test_forget_deletes_only_the_users_own_memory(tmp_path: Path, server_env: dict[str, str], store: str) -> None:
     mem = create_memory_capability(store=store, embedder="hashing")
     (secret,) = await mem.facts(OTHER)
