@@ -100,3 +100,15 @@ async def test_feedback_after_the_grant_is_revoked_reaches_nothing(mem: MemorySy
 
     assert report.unchanged == (team,)
     assert _team_facts(mem) == [before]
+
+
+async def test_the_digest_stays_the_users_own(mem: MemorySystem) -> None:
+    reader = _ctx("rhea", read_scopes=(TEAM,))
+    await mem.remember(_ctx("rhea"), "Rhea keeps bees on her balcony.")
+
+    await mem.digest(reader)
+
+    digest = await mem.latest_digest(reader)
+    assert digest is not None and digest.user_id == "rhea"
+    assert "bees" in digest.text and "Tuesdays" not in digest.text  # the team's fact is not rolled into hers
+    assert await mem.latest_digest(_ctx("wendy")) is None  # nor is a digest written for the team's sharer
