@@ -19,7 +19,7 @@ from tiermem.memory._decay import effective_confidence, turn_decay
 from tiermem.memory._errors import TiermemError, UserErasedError
 from tiermem.memory._options import HygieneOptions
 from tiermem.memory._records import Fact, MemoryContext, shared_kind
-from tiermem.memory._store import TableName, Where, user_writes, user_writes_async
+from tiermem.memory._store import Where, user_writes, user_writes_async
 from tiermem.memory._text import loggable
 from tiermem.memory._tiers import scope
 from tiermem.pipelines import compact_subject
@@ -175,8 +175,7 @@ def _users(mem: MaintainedSystem) -> list[MemoryContext]:
     """Every user with memories, edges included: edges can outlive every fact they were derived from; then
     every shared scope holding memories (a team's facts decay, expire and compact like a user's), read
     through the operator's view of it (no user's context reaches a scope's rows)."""
-    tables: tuple[TableName, ...] = ("facts", "working", "episodes", "edges")
-    pairs = {pair for table in tables for pair in mem.store.scopes(table)}
+    pairs = set(mem.tiers.owners()) | set(mem.store.scopes("edges"))
     users = [MemoryContext(namespace=ns, user_id=u) for ns, u in sorted(pairs) if shared_kind(u) is None]
     access = mem.capability.access
     return users + [access.operator_view(ns, u) for ns, u in sorted(pairs) if shared_kind(u) is not None]

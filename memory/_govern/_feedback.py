@@ -21,10 +21,8 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -153,17 +151,12 @@ def _changed(record: object, signal: str, receipt: str, now: datetime) -> Fact |
     return changed.model_copy(update={"metadata": _logged(changed.metadata, event)})
 
 
-def _find(
-    governance: Governance, owners: Sequence[tuple[MemoryContext, bool]], rid: str
-) -> tuple[TableName, Any, bool] | None:
-    """The table and record of ``rid`` in the first owner holding it, and whether it may be lowered."""
-    for owner, lowers in owners:
-        try:
-            table, record = governance.find(owner, rid)
-        except MemoryNotFoundError:
-            continue
-        return table, record, lowers
-    return None
+def _holds(governance: Governance, owner: MemoryContext, rid: str) -> bool:
+    try:
+        governance.find(owner, rid)
+    except MemoryNotFoundError:
+        return False
+    return True
 
 
 def apply_feedback(
@@ -196,29 +189,33 @@ def apply_feedback(
                 raise InvalidArgumentError(f"feedback for receipt {receipt!r} was already given, with other ids")
             return issued.report.model_copy(update={"repeated": True})
         now = governance.clock.now()
-        writes: dict[TableName, list[Record]] = {}
         reinforced: list[str] = []
         lowered: list[str] = []
         unchanged: list[str] = []
-        owners = [(ctx, True), *shared]
-        with ExitStack() as leases:  # each record read and written back with nothing between
-            for owner, _ in sorted(owners, key=lambda o: o[0].user_id):  # one order: no two calls wait on each other
-                leases.enter_context(user_writes(governance.store, owner))
-            for signal, ids in (("used", good), ("unhelpful", bad)):
-                for rid in sorted(ids):
-                    found = _find(governance, owners, rid)
-                    if found is None or (signal == "unhelpful" and not found[2]):  # forgotten, or read-only
-                        unchanged.append(rid)
+        signals = {rid: "used" for rid in good} | {rid: "unhelpful" for rid in bad}
+        # One owner at a time, under its own lease only (never two held at once): the user's own first, then
+        # each shared scope holding one of the ids (looked for before its lease is taken, read again under it).
+        for n, (owner, lowers) in enumerate([(ctx, True), *shared]):
+            held = sorted(signals) if n == 0 else [rid for rid in sorted(signals) if _holds(governance, owner, rid)]
+            if not held:
+                continue
+            writes: dict[TableName, list[Record]] = {}
+            with user_writes(governance.store, owner):  # each record read and written back with nothing between
+                for rid in held:
+                    try:
+                        table, record = governance.find(owner, rid)
+                    except MemoryNotFoundError:  # forgotten since the recall (or another owner's)
                         continue
-                    table, record, _ = found
-                    changed = _changed(record, signal, receipt, now)
-                    if changed is None:
+                    signal = signals.pop(rid)
+                    changed = None if signal == "unhelpful" and not lowers else _changed(record, signal, receipt, now)
+                    if changed is None:  # unchanged: pinned, or a reader's "unhelpful" on a shared memory
                         unchanged.append(rid)
                         continue
                     writes.setdefault(table, []).append(changed)
                     (reinforced if signal == "used" else lowered).append(rid)
-            for table, records in writes.items():
-                governance.put(table, records)
+                for table, records in writes.items():
+                    governance.put(table, records)
+        unchanged.extend(sorted(signals))  # found in no scope the caller reads: forgotten since the recall
         issued.given = (good, bad)
         issued.report = FeedbackReport(
             receipt=receipt, reinforced=tuple(reinforced), lowered=tuple(lowered), unchanged=tuple(unchanged)

@@ -94,10 +94,13 @@ class Tiers:
             write = self.store.insert if new else self.store.upsert
             write(table, list(records), self.embed([embedded_text(r) for r in records]))
 
+    def owners(self) -> list[tuple[str, str]]:
+        """(namespace, user_id) of everyone with facts, working memory or episodes: users and shared scopes."""
+        return sorted({pair for table in ("facts", "working", "episodes") for pair in self.store.scopes(table)})
+
     def users(self) -> list[MemoryContext]:
         """Every user with facts, working memory or episodes in the store (not a shared scope's pseudo-owner)."""
-        pairs = {pair for table in ("facts", "working", "episodes") for pair in self.store.scopes(table)}
-        return [MemoryContext(namespace=ns, user_id=u) for ns, u in sorted(pairs) if shared_kind(u) is None]
+        return [MemoryContext(namespace=ns, user_id=u) for ns, u in self.owners() if shared_kind(u) is None]
 
     # -- subjects ---------------------------------------------------------------------------
 
