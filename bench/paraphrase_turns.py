@@ -17,10 +17,14 @@ hit@1, hit@3, hit@10. Baseline: the raw dense cosine of the same embedder over t
 ``--replies``: each turn carries an assistant's reply too, two or three generic sentences drawn from a
 fixed pool (seeded) that never restate what the user said, as a chat assistant's acknowledgement does:
 the user's words then share a turn's vector with the reply's (the baseline embeds the same text).
+``--told``: the other way round, each memory is the assistant's words (said back in the second person,
+"You can't swim."), after a short prompt from a fixed pool that says nothing ("Anything else?"): the
+turn's meaning is all on the assistant's side.
 
 Usage (from the repo root):
     python bench/paraphrase_turns.py                 # 400 turns (every pair's memory + filler), 10 a session
     python bench/paraphrase_turns.py --replies       # the same, each turn with an assistant's reply
+    python bench/paraphrase_turns.py --told          # the same, each memory the assistant's
     python bench/paraphrase_turns.py --size 4000 --per-session 20
 """
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import re
 import sys
 import tempfile
 import time
@@ -65,6 +70,32 @@ _REPLY_SENTENCES = [
 ]  # fmt: skip
 
 
+# Short prompts that say nothing of their own: the turn's meaning is all in the assistant's reply.
+_PROMPTS = [
+    "What do you remember about me?", "Go on.", "Anything else?", "Remind me?", "What else do you know?",
+    "Tell me something you noted.", "And?", "What was the other thing?", "Say that again?", "Okay, what else?",
+]  # fmt: skip
+_SECOND_PERSON = {
+    "i": "you", "i'm": "you're", "i've": "you've", "i'd": "you'd", "i'll": "you'll", "me": "you", "my": "your",
+    "mine": "yours", "myself": "yourself", "we": "you", "we're": "you're", "we've": "you've", "our": "your",
+    "us": "you", "ours": "yours", "am": "are", "was": "were",
+}  # fmt: skip
+
+
+def told(texts: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Each memory said back by the assistant in the second person ("You can't swim."), after a short prompt."""
+    rng = random.Random(SEED + 2)
+
+    def second(m: re.Match[str]) -> str:
+        word = _SECOND_PERSON[m.group(0).lower()]
+        return word[:1].upper() + word[1:] if m.group(0)[:1].isupper() and m.start() == 0 else word
+
+    pattern = re.compile(
+        r"\b(?:" + "|".join(re.escape(w) for w in sorted(_SECOND_PERSON, key=len, reverse=True)) + r")\b", re.I
+    )
+    return [rng.choice(_PROMPTS) for _ in texts], [pattern.sub(second, t) for t in texts]
+
+
 def replies(n: int) -> list[str]:
     """``n`` assistant replies of two or three pool sentences, the same for the same ``n``."""
     rng = random.Random(SEED + 1)
@@ -72,7 +103,12 @@ def replies(n: int) -> list[str]:
 
 
 async def _say(
-    mem: Any, texts: Sequence[str], per_session: int, clock: FrozenClock, answers: Sequence[str] | None
+    mem: Any,
+    texts: Sequence[str],
+    per_session: int,
+    clock: FrozenClock,
+    answers: Sequence[str] | None,
+    prompts: Sequence[str] | None = None,
 ) -> dict[str, int]:
     """Capture every text as a user turn (and its reply), ``per_session`` a session; turn id -> text index."""
     base = MemoryContext(namespace=NAMESPACE, user_id="u")
@@ -82,8 +118,11 @@ async def _say(
         ctx = base.model_copy(update={"session_id": f"s{start // per_session}"})
         clock.set(paraphrase.START + timedelta(days=start // per_session))
         for j in order[start : start + per_session]:
-            said = [{"role": "user", "content": texts[j]}]
-            said += [{"role": "assistant", "content": answers[j]}] if answers is not None else []
+            if prompts is not None:  # the memory is the assistant's, after a prompt saying nothing
+                said = [{"role": "user", "content": prompts[j]}, {"role": "assistant", "content": texts[j]}]
+            else:
+                said = [{"role": "user", "content": texts[j]}]
+                said += [{"role": "assistant", "content": answers[j]}] if answers is not None else []
             await mem.capture(ctx, said, metadata={"memory": j})
             clock.advance(timedelta(seconds=30))
         await mem.end_session(ctx)
@@ -102,7 +141,9 @@ def _ranked(items: Sequence[Any], turn_of: dict[str, int]) -> list[int]:
     return out
 
 
-def run(size: int, per_session: int, embedder_name: str | None, with_replies: bool = False) -> dict[str, Any]:
+def run(
+    size: int, per_session: int, embedder_name: str | None, with_replies: bool = False, from_assistant: bool = False
+) -> dict[str, Any]:
     embedder = resolve_embedder(embedder_name)
     pairs, unrelated, filler = paraphrase.load()
     [(idx, texts)] = paraphrase.stores(pairs, filler, max(size, len(pairs)))
@@ -111,11 +152,16 @@ def run(size: int, per_session: int, embedder_name: str | None, with_replies: bo
         mem = system(model="rules", store=folder, embedder=embedder, clock=clock, semantic=True)
         t0 = time.perf_counter()
         answers = replies(len(texts)) if with_replies else None
-        turn_of = asyncio.run(_say(mem, texts, per_session, clock, answers))
+        prompts = None
+        if from_assistant:
+            prompts, texts = told(texts)
+        turn_of = asyncio.run(_say(mem, texts, per_session, clock, answers, prompts))
         ingest = time.perf_counter() - t0
         mem.store.optimize()
         ctx = MemoryContext(namespace=NAMESPACE, user_id="u")
         said = list(texts) if answers is None else [f"{t}\n{a}" for t, a in zip(texts, answers, strict=True)]
+        if prompts is not None:
+            said = [f"{p}\n{t}" for p, t in zip(prompts, texts, strict=True)]
         vectors = embedder.embed(said)
         hits = {name: {1: 0, 3: 0, 10: 0} for name in ("tiermem", "dense")}
         missed = []
@@ -142,10 +188,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--per-session", type=int, default=10, help="turns per session")
     parser.add_argument("--embedder", default=None, help="embedder name (default: the shipped default)")
     parser.add_argument("--replies", action="store_true", help="each turn carries an assistant's generic reply")
+    parser.add_argument(
+        "--told", action="store_true", help="each memory is the assistant's, said back after a prompt saying nothing"
+    )
     args = parser.parse_args(argv)
-    out = run(args.size, args.per_session, args.embedder, args.replies)
+    if args.told and args.replies:
+        parser.error("--told and --replies are two conditions: choose one")
+    out = run(args.size, args.per_session, args.embedder, args.replies, args.told)
     n = out["cues"]
-    replied = ", each with a reply" if args.replies else ""
+    replied = ", each with a reply" if args.replies else ", each the assistant's" if args.told else ""
     print(f"{out['turns']} turns{replied}, {args.per_session} a session, {n} paraphrase cues, "
           f"embedder {out['embedder']}, {cpu_name()}; ingest {out['ingest_s']:.0f}s")  # fmt: skip
     print("| system | hit@1 | hit@3 | hit@10 |\n|---|---|---|---|")

@@ -3,22 +3,41 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from ._errors import InvalidArgumentError
-from ._records import Chunk, Digest, Edge, Episode, Fact, Turn, WorkingEntry
+from ._records import Chunk, Digest, Edge, Episode, Fact, Message, Turn, WorkingEntry
 from ._text import encodable
 
-__all__ = ["EMBED_RECIPE", "MAX_TEXT", "Embedded", "changed_since", "checked_text", "embedded_text", "own_voice"]
+__all__ = [
+    "EMBED_RECIPE",
+    "MAX_TEXT",
+    "Embedded",
+    "changed_since",
+    "checked_text",
+    "embedded_text",
+    "embedded_vectors",
+    "own_voice",
+    "turn_sides",
+]
 
 MAX_TEXT = 8000
 # The version of :func:`embedded_text`, recorded in each store beside its embedder: bump it when the
 # text a record is embedded from changes, so a store embedded the old way is reported and
 # ``tiermem reembed`` re-embeds it (a store recording none was embedded by version 1).
-EMBED_RECIPE = 3  # 2: a turn's messages without their role labels; 3: what is written of the user, in their voice
+# 2: a turn's messages without their role labels; 3: what is written of the user, in their voice;
+# 4: a turn's two sides apart, a vector each (what people said, what the assistant replied)
+EMBED_RECIPE = 4
 Embedded = Turn | WorkingEntry | Episode | Fact | Edge | Digest | Chunk
 # The record types whose embedded text each recipe changed from the one before: a store moving up only
 # re-embeds those (recipe 2 touched turns alone). Add an entry with every bump.
-RECIPE_CHANGES: dict[int, tuple[type[Embedded], ...]] = {2: (Turn,), 3: (WorkingEntry, Episode, Fact, Digest)}
+RECIPE_CHANGES: dict[int, tuple[type[Embedded], ...]] = {
+    2: (Turn,),
+    3: (WorkingEntry, Episode, Fact, Digest),
+    4: (Turn,),
+}
 
 
 def changed_since(recipe: str) -> tuple[type[Embedded], ...] | None:
@@ -36,7 +55,8 @@ def changed_since(recipe: str) -> tuple[type[Embedded], ...] | None:
 def embedded_text(record: Embedded) -> str:
     """The text whose vector a record is stored with: an episode's summary, otherwise its text.
 
-    A turn's is its messages, each after its speaker's name if it has one (not after its role); an
+    A turn's is what people said in it (:func:`turn_sides`; the assistant's reply has a vector of its
+    own), each message after its speaker's name if it has one (not after its role); an
     edge's is ``source --relation--> target``. Retrieval keys are
     not embedded: measured, broader terms in the vector cost the default embedder hit@1 and let the
     static one recall more unrelated cues (bench/RESULTS-paraphrase.md, "Retrieval keys"); they are
@@ -52,8 +72,41 @@ def embedded_text(record: Embedded) -> str:
         # moves every turn's vector one way, off the background the meaning gate is calibrated on
         # (labelled background sentences: mean centered cosine 0.12, not 0.0), so paraphrases fell under
         # the gate (bench/RESULTS.md, "Recall by meaning over turns"). A speaker's name stays: a cue names it.
-        return "\n".join(f"{m.name}: {m.content}" if m.name else m.content for m in record.messages)
+        return turn_sides(record)[0]
     return record.text
+
+
+def turn_sides(turn: Turn) -> tuple[str, str]:
+    """A turn's two embedded texts: what people said (its user's messages, and any message naming its
+    speaker) and what was said back (the assistant's, a tool's); a turn of one side gives it twice.
+
+    Apart, because one vector of both is neither: a reply that only acknowledges ("Got it, I'll keep
+    that in mind.") dilutes the user's words below the meaning gate, and a short prompt ("Anything
+    else?") dilutes an answer that carries the turn's meaning. A cue meets a turn at the better of
+    the two (bench/RESULTS.md, "A vector for each side of a turn").
+    """
+
+    def joined(messages: Sequence[Message]) -> str:
+        return "\n".join(f"{m.name}: {m.content}" if m.name else m.content for m in messages)
+
+    said = [m for m in turn.messages if m.role == "user" or m.name]
+    replied = [m for m in turn.messages if not (m.role == "user" or m.name)]
+    if not said or not replied:
+        whole = joined(turn.messages)
+        return whole, whole
+    return joined(said), joined(replied)
+
+
+def embedded_vectors(records: Sequence[Embedded], embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+    """The vectors ``records`` are stored with, embedded in one call: one row each, ``(n, 2, d)`` for turns
+    (a vector per side, :func:`turn_sides`), ``(n, d)`` for every other kind."""
+    turns = [isinstance(r, Turn) for r in records]
+    if any(turns) and not all(turns):
+        raise InvalidArgumentError("turns and other records are embedded apart: they are stored in different tables")
+    if not any(turns):
+        return np.asarray(embed([embedded_text(r) for r in records]))
+    matrix = np.asarray(embed([side for r in records if isinstance(r, Turn) for side in turn_sides(r)]))
+    return matrix.reshape(len(records), 2, matrix.shape[-1])
 
 
 # "the user" where it is the subject of a clause: at the start, or after a conjunction or a clause's stop.

@@ -15,7 +15,7 @@ from .._embed import resolve_embedder
 from .._errors import ConfigurationError, StoreNotFoundError
 from .._record_text import EMBED_RECIPE, changed_since
 from .._store import REEMBEDDING, Store, recipe_of, stored_meta
-from .._tiers import embedded_text
+from .._tiers import embedded_vectors
 
 __all__ = ["reembed_store"]
 
@@ -45,7 +45,7 @@ def reembed_store(
 
     def vectors(table: str, records: list[Any]) -> np.ndarray:
         echo(f"  {table}: {len(records)} records")
-        return target.embed([embedded_text(r) for r in records])
+        return embedded_vectors(records, target.embed)
 
     # Same embedder, older recipe: the other records' vectors are already what this code would make.
     only = changed_since(recipe) if made == target.id else None

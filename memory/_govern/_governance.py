@@ -28,7 +28,7 @@ from .._records import Digest, Edge, Episode, Fact, MemoryContext, Tier, Turn, W
 from .._secrets import Redactor
 from .._store import MEMORY_TABLES, TIER_TABLES, Store, TableName, TierTable, Where
 from .._subjects import canonical_subject
-from .._tiers import Lineage, checked_context, checked_where, embedded_text, scope, to_memory_item
+from .._tiers import Lineage, checked_context, checked_where, embedded_vectors, scope, to_memory_item
 from .._when import checked_window
 from ._views import MemoryPage, MemoryStats, MemoryVersion
 
@@ -124,7 +124,7 @@ class Governance:
     def put(self, table: TableName, records: Sequence[Record]) -> None:
         """Upsert records with fresh vectors, in one commit."""
         if records:
-            self.store.upsert(table, list(records), self.embed([embedded_text(r) for r in records]))
+            self.store.upsert(table, list(records), embedded_vectors(records, self.embed))
 
     def item(self, record: Record) -> MemoryItem:
         """A record as a memory item, its confidence as it stands now."""

@@ -8,11 +8,24 @@ from __future__ import annotations
 from ._cached_search import CachedSearches, cached_searches
 from ._lexical import pooled_scores, query_terms
 from ._read_cache import ReadCache
-from ._rows import SPECS, EngineRow, Hit, TableName, duplicate_losers, fts_columns, per_user, records_in, row, unique
+from ._rows import (
+    REPLY_VECTOR,
+    SPECS,
+    EngineRow,
+    Hit,
+    TableName,
+    duplicate_losers,
+    fts_columns,
+    per_user,
+    records_in,
+    row,
+    unique,
+)
 from ._vectors import COLUMNS, VectorBlock, VectorCache, column_array, top_k
 
 __all__ = [
     "COLUMNS",
+    "REPLY_VECTOR",
     "SPECS",
     "CachedSearches",
     "EngineRow",

@@ -107,7 +107,7 @@ def cached_searches(
     scores = dict(words)
     pool = Pool(
         records=block.records(rows, parse, parsed),
-        vectors=block.matrix[rows] if rows else np.zeros((0, block.matrix.shape[1]), dtype=block.matrix.dtype),
+        vectors=block.matrix[rows] if rows else np.zeros((0, *block.matrix.shape[1:]), dtype=block.matrix.dtype),
         lexical=np.asarray([scores.get(row, 0.0) for row in rows], dtype=np.float64),
     )
     return CachedSearches(

@@ -17,6 +17,7 @@ from .._records import Alias, Chunk, Digest, Document, Edge, Episode, Fact, Stor
 from ._vectors import COLUMNS
 
 __all__ = [
+    "REPLY_VECTOR",
     "SPECS",
     "EngineRow",
     "Hit",
@@ -37,7 +38,7 @@ EngineRow = dict[str, Any]
 
 @dataclass(frozen=True, kw_only=True)
 class Hit:
-    """A search result: the record, the engine's score and the stored vector."""
+    """A search result: the record, the engine's score and the stored vector (a turn's two: ``(2, d)``)."""
 
     record: StoredRecord
     score: float
@@ -48,6 +49,12 @@ class Hit:
 class Spec:
     model: type[StoredRecord]
     vectors: bool
+    # A vector for each side of the record (a turn: what people said, what was said back), the second
+    # in :data:`REPLY_VECTOR`; a cue meets the record at the better of the two.
+    sides: bool = False
+
+
+REPLY_VECTOR = "reply_vector"
 
 
 SPECS: dict[str, Spec] = {
@@ -56,7 +63,7 @@ SPECS: dict[str, Spec] = {
     "facts": Spec(model=Fact, vectors=True),
     "digests": Spec(model=Digest, vectors=True),
     "edges": Spec(model=Edge, vectors=True),
-    "turns": Spec(model=Turn, vectors=True),
+    "turns": Spec(model=Turn, vectors=True, sides=True),
     "aliases": Spec(model=Alias, vectors=False),
     # Ingested documents: their passages, searched beside the tiers, and each version's manifest (never searched).
     # Stores made before them open as they were; the tables are made at their first write.
@@ -100,7 +107,9 @@ def row(record: StoredRecord, vector: np.ndarray | None) -> EngineRow:
         "updated_at": getattr(record, "updated_at", None) or record.created_at,
         "record": record.model_dump_json(),
     }
-    if vector is not None:
+    if vector is not None and vector.ndim == 2:  # a turn's two sides
+        out["vector"], out[REPLY_VECTOR] = vector[0], vector[1]
+    elif vector is not None:
         out["vector"] = vector
     return out
 

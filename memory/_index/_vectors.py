@@ -54,7 +54,7 @@ class VectorBlock:
 
     version: int
     columns: dict[str, np.ndarray]
-    matrix: np.ndarray
+    matrix: np.ndarray  # (rows, d), or (rows, 2, d) where a row has a vector per side (a turn's)
     lexical: LexicalIndex | None = None
     # Set when the BM25 index would not fit the cache's budget: full-text search goes to the engine.
     lexical_refused: bool = field(default=False)
@@ -249,7 +249,11 @@ def top_k(block: VectorBlock, vector: np.ndarray, keep: np.ndarray, limit: int) 
     if count == 0:
         return []
     # Score every row in place rather than copying the kept rows out (a copy is the matrix again).
-    scores = similarities(block.matrix, vector)
+    if block.matrix.ndim == 3:  # a vector per side: a row scores its better side
+        sides = block.matrix.shape[1]
+        scores = similarities(block.matrix.reshape(-1, block.matrix.shape[-1]), vector).reshape(-1, sides).max(axis=1)
+    else:
+        scores = similarities(block.matrix, vector)
     if count < len(scores):
         scores[~keep] = -np.inf
     limit = min(limit, count)

@@ -197,7 +197,12 @@ class Calibration:
         return (shifted / norm if norm > 0 else shifted).astype(np.float32)
 
     def similarity(self, query: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-        """Centered cosine of each row of ``vectors`` to a :meth:`query` vector."""
+        """Centered cosine of each row of ``vectors`` to a :meth:`query` vector; a row of a vector per side
+        (``(rows, 2, d)``, a turn's) at its better side."""
+        if np.ndim(vectors) == 3:
+            stacked = np.asarray(vectors, dtype=np.float32)
+            flat = self.similarity(query, stacked.reshape(-1, stacked.shape[-1]))
+            return flat.reshape(stacked.shape[0], -1).max(axis=1) if len(stacked) else flat
         rows = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
         if rows.size == 0:
             return np.zeros(len(rows), dtype=np.float64)

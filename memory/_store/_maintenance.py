@@ -150,18 +150,19 @@ class Maintenance:
             rows = [] if stored is None else stored.select(["record"]).to_pylist()
             records = records_in(name, rows)
             matrix = vectors(name, records) if records else np.zeros((0, dimensions), dtype=np.float32)
-            if matrix.shape != (len(records), dimensions):
+            if matrix.shape[:1] != (len(records),) or matrix.shape[-1:] != (dimensions,):
                 raise StoreMismatchError(
                     f"re-embedding {name}: vectors of shape {matrix.shape}, not ({len(records)}, {dimensions})"
                 )
             # Carry the table's creation on: a rewrite stamped otherwise would read as a racing create's.
             made = None if stored is None else stamp_of(stored.schema.field("id").metadata)
-            schema = stamped_schema(tables.schema(name), made)
+            schema = stamped_schema(tables.schema(name, full=True), made)
             data = pa.Table.from_pylist([row(r, matrix[i]) for i, r in enumerate(records)], schema=schema)
 
             def rewrite(name: str = name, data: pa.Table = data) -> None:
                 with tables.write_lock, engine_errors(f"rewrite {name}"):
                     tables.opened[name] = tables.db.create_table(name, data, mode="overwrite")
+                    tables.one_sided.discard(name)  # rewritten with this code's columns
                     tables.drop_cached(name)
                     tables.indexed.discard(name)
                     if data.num_rows:

@@ -36,7 +36,7 @@ from ._versions import Versions
 
 __all__ = ["Searches"]
 
-_HIT_COLUMNS = ["id", "record", "vector"]
+_HIT_COLUMNS = ["id", "record"]
 
 
 class Searches:
@@ -89,11 +89,14 @@ class Searches:
 
     def _load_block(self, name: str, namespace: str, user: str, version: int) -> VectorBlock:
         where = Where(eq={"namespace": namespace, "user_id": user})
-        rows = self._tables.table(name).search().where(where.sql()).select([*COLUMNS, "vector"]).limit(None).to_arrow()
-        vectors = rows.column("vector").to_numpy(zero_copy_only=False)
-        matrix = (
-            np.stack(vectors).astype(np.float32) if len(vectors) else np.zeros((0, self._tables.dimensions), np.float32)
-        )
+        table = self._tables.table(name)
+        sides = self._tables.vector_columns(name)
+        rows = table.search().where(where.sql()).select([*COLUMNS, *sides]).limit(None).to_arrow()
+        if rows.num_rows:  # (rows, d), or (rows, 2, d) with a vector per side
+            per_side = [np.stack(rows.column(c).to_numpy(zero_copy_only=False)).astype(np.float32) for c in sides]
+            matrix = per_side[0] if len(per_side) == 1 else np.stack(per_side, axis=1)
+        else:
+            matrix = np.zeros((0, *([len(sides)] if len(sides) > 1 else []), self._tables.dimensions), np.float32)
         block = VectorBlock(
             version=version,
             columns={c: column_array(c, rows.column(c).to_pylist()) for c in COLUMNS},
@@ -105,16 +108,24 @@ class Searches:
         return block
 
     def _lance_vector_search(self, name: TableName, vector: np.ndarray, where: Where, *, limit: int) -> list[Hit]:
+        """The engine's nearest rows; a record with a vector per side is searched by each, at its better."""
+        sides = self._tables.vector_columns(name)
+        best: dict[str, EngineRow] = {}
         with engine_errors(f"search {name}"):
-            rows = (
-                self._tables.table(name)
-                .search(vector.astype(np.float32), vector_column_name="vector")
-                .distance_type("cosine")  # type: ignore[attr-defined]  # a vector query's builder has it
-                .where(where.sql(), prefilter=True)
-                .select([*_HIT_COLUMNS, "_distance"])
-                .limit(limit)
-                .to_list()
-            )
+            for column in sides:
+                for found in (
+                    self._tables.table(name)
+                    .search(vector.astype(np.float32), vector_column_name=column)
+                    .distance_type("cosine")  # type: ignore[attr-defined]  # a vector query's builder has it
+                    .where(where.sql(), prefilter=True)
+                    .select([*_HIT_COLUMNS, *sides, "_distance"])
+                    .limit(limit)
+                    .to_list()
+                ):
+                    held = best.get(found["id"])
+                    if held is None or float(found["_distance"]) < float(held["_distance"]):
+                        best[found["id"]] = found
+        rows = sorted(best.values(), key=lambda r: float(r["_distance"]))[:limit]
         return self._hits(name, rows, lambda row: 1.0 - float(row["_distance"]))
 
     def text_search(self, name: TableName, text: str, where: Where, *, limit: int) -> list[Hit]:
@@ -179,7 +190,7 @@ class Searches:
                 self._tables.table(name)
                 .search(_fts_query(cue), query_type="fts")
                 .where(where.sql(), prefilter=True)
-                .select([*_HIT_COLUMNS, "_score"])
+                .select([*_HIT_COLUMNS, *self._tables.vector_columns(name), "_score"])
                 .limit(limit)
                 .to_list()
             )
@@ -187,10 +198,16 @@ class Searches:
 
     def _hits(self, name: str, rows: list[EngineRow], score: Callable[[EngineRow], float]) -> list[Hit]:
         records = records_in(name, rows)
+        sides = self._tables.vector_columns(name)
         return [
-            Hit(record=rec, score=score(row), vector=np.asarray(row["vector"], dtype=np.float32))
+            Hit(record=rec, score=score(row), vector=np.asarray(_vector(row, sides), dtype=np.float32))
             for rec, row in zip(records, rows, strict=True)
         ]
+
+
+def _vector(row: EngineRow, sides: list[str]) -> object:
+    """A row's vector, or its vector per side (``(2, d)``)."""
+    return [row[c] for c in sides] if len(sides) > 1 else row["vector"]
 
 
 def _rest(where: Where) -> dict[str, str]:

@@ -22,7 +22,7 @@ from lancedb.table import Table as EngineTable
 
 from .._errors import InvalidArgumentError, StoreConflictError, StoreMismatchError, StoreUnavailableError
 from .._filters import Where, sql_literal
-from .._index import SPECS, ReadCache, VectorCache, duplicate_losers, unique
+from .._index import REPLY_VECTOR, SPECS, ReadCache, VectorCache, duplicate_losers, unique
 from .._text import FTS_CONFIG
 from ._commits import CommitRetry, retry_conflicts
 from ._creation import GONE, Stamp, clobbered, is_settled, new_creation, settle, stamp_of, stamped
@@ -77,11 +77,15 @@ class Tables:
             )
         self.opened: dict[str, EngineTable] = {}
         self.indexed: set[str] = set()
+        # Tables of records with two sides (turns) made before they had a vector each: one vector serves
+        # both until ``tiermem reembed`` rewrites them (the store's older recipe is reported).
+        self.one_sided: set[str] = set()
         self.keyed: set[str] = set()
         self.write_lock = threading.RLock()
         self.gate: Callable[[], None] = _open  # waits while a purge holds its fence (set by the store: _purge)
 
-    def schema(self, name: str) -> pa.Schema:
+    def schema(self, name: str, *, full: bool = False) -> pa.Schema:
+        """The columns of ``name`` as this code makes it (``full``), else as the opened table has them."""
         fields = [
             pa.field("id", pa.string(), nullable=False, metadata=PRIMARY_KEY),
             pa.field("namespace", pa.string(), nullable=False),
@@ -97,7 +101,20 @@ class Tables:
         ]
         if SPECS[name].vectors:
             fields.append(pa.field("vector", pa.list_(pa.float32(), self.dimensions)))
+        if SPECS[name].sides and (full or name not in self.one_sided):
+            fields.append(pa.field(REPLY_VECTOR, pa.list_(pa.float32(), self.dimensions)))
         return pa.schema(fields)
+
+    def sides(self, name: str) -> bool:
+        """Whether ``name``'s rows hold a vector for each side of their record (see :data:`REPLY_VECTOR`)."""
+        if not SPECS[name].sides:
+            return False
+        self.table(name)  # opened once: its columns tell
+        return name not in self.one_sided
+
+    def vector_columns(self, name: str) -> list[str]:
+        """The vector columns ``name``'s rows have."""
+        return ["vector", REPLY_VECTOR] if self.sides(name) else ["vector"]
 
     def retry(self, action: str, write: Callable[[], T], *, gated: bool = True) -> T:
         """``write()``, retried on lost commit races; each attempt first passes the purge fence unless not ``gated``.
@@ -147,10 +164,13 @@ class Tables:
                     create = lambda: self.create_table(name, self.schema(name))  # noqa: E731
                     table = self.retry(f"create table {name}", create, gated=False)
             schema = table.schema
-        if set(schema.names) != set(self.schema(name).names):
+        expected = set(self.schema(name, full=True).names)
+        if SPECS[name].sides and set(schema.names) == expected - {REPLY_VECTOR}:
+            self.one_sided.add(name)  # written before a turn's sides had a vector each
+        elif set(schema.names) != expected:
             raise StoreMismatchError(
                 f"table {name!r} in {self.uri!r} has columns {sorted(schema.names)}, expected "
-                f"{sorted(self.schema(name).names)}: it was written by another tiermem version"
+                f"{sorted(expected)}: it was written by another tiermem version"
             )
         width = getattr(schema.field("vector").type, "list_size", None) if SPECS[name].vectors else self.dimensions
         if width != self.dimensions and not self.embedder_id.startswith(REEMBEDDING):  # reembed rewrites them

@@ -59,7 +59,8 @@ class Writes:
         if spec.vectors:
             if vectors is None or len(vectors) != len(records):
                 raise InvalidArgumentError(f"table {name} needs one vector per record")
-            if vectors.ndim != 2 or vectors.shape[1] != tables.dimensions:
+            sided = vectors.ndim == 3 and spec.sides and vectors.shape[1] == 2
+            if not (vectors.ndim == 2 or sided) or vectors.shape[-1] != tables.dimensions:
                 raise StoreMismatchError(
                     f"vectors have shape {vectors.shape}, store has {tables.dimensions} dimensions"
                 )
@@ -67,13 +68,13 @@ class Writes:
             if not isinstance(record, spec.model):
                 raise InvalidArgumentError(f"table {name} holds {spec.model.__name__}, not {type(record).__name__}")
         keep = unique([r.id for r in records], last=mode != "absent")
-        vectors = None if vectors is None else np.asarray(vectors)[keep]
+        table = tables.table(name) if mode == "append" else tables.keyed_table(name)  # opened: its columns known
+        vectors = None if vectors is None else _sided(np.asarray(vectors)[keep], tables.sides(name))
         kept = [records[i] for i in keep]
         rows = [row(record, None if vectors is None else vectors[n]) for n, record in enumerate(kept)]
         data = pa.Table.from_pylist(rows, schema=tables.schema(name))
         scopes = {(str(r["namespace"]), str(r["user_id"])) for r in rows}
         self._marks.hold(scopes)  # erased since this work began: nothing written
-        table = tables.table(name) if mode == "append" else tables.keyed_table(name)
 
         def commit() -> int:
             with tables.write_lock, engine_errors(f"write to {name}"):
@@ -138,3 +139,13 @@ class Writes:
 
         tables.retry(f"delete from {name}", commit)
         self._maintenance.after_write(name, tables.table(name))
+
+
+def _sided(vectors: np.ndarray, sides: bool) -> np.ndarray:
+    """``vectors`` in the shape the table holds: ``(n, 2, d)`` where its rows have a vector per side (one
+    vector given serves both), else ``(n, d)`` (a table made before its sides had one: the first side's)."""
+    if sides and vectors.ndim == 2:
+        return np.stack([vectors, vectors], axis=1)
+    if not sides and vectors.ndim == 3:
+        return vectors[:, 0, :]
+    return vectors

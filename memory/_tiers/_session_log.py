@@ -14,7 +14,7 @@ import numpy as np
 
 from .._errors import EmbedderError, ModelError
 from .._filters import Where
-from .._record_text import embedded_text
+from .._record_text import embedded_vectors
 from .._records import MemoryContext, Turn
 from .._scope import scope
 from ._parts import TierParts
@@ -41,7 +41,7 @@ class SessionLog:
         """
         tiers = self.tiers
         try:
-            vectors = tiers.embed([embedded_text(turn)])
+            vectors = embedded_vectors([turn], tiers.embed)
         except (EmbedderError, ModelError) as exc:
             log.warning("turn %s journaled without a vector (embedder failed: %s)", turn.id, exc)
             vectors = np.zeros((1, tiers.embedder.dimensions), dtype=np.float32)
@@ -63,7 +63,7 @@ class SessionLog:
             return 0
         tiers = self.tiers
         try:
-            vectors = tiers.embed([embedded_text(t) for t in turns])
+            vectors = embedded_vectors(turns, tiers.embed)
         except (EmbedderError, ModelError) as exc:
             log.warning("%d turns journaled without vectors (embedder failed: %s)", len(turns), exc)
             vectors = np.zeros((len(turns), tiers.embedder.dimensions), dtype=np.float32)

@@ -2,8 +2,9 @@
 
 Blocking by design (each call is a LanceDB round trip and maybe an embedding); the async facades
 run it through :func:`~tiermem.memory._blocking.run_blocking`. Which text of a record is embedded
-is decided once, by :func:`embedded_text`. The session log and the working tier are parts it holds
-(:mod:`._session_log`, :mod:`._working_tier`), their methods answered here by name.
+is decided once, by :func:`embedded_text` (a turn's two sides: :func:`embedded_vectors`). The session
+log and the working tier are parts it holds (:mod:`._session_log`, :mod:`._working_tier`), their
+methods answered here by name.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .._delegation import delegate
 from .._embed import Embedder
 from .._identity import alias_id, digest_id, fact_id
 from .._options import SemanticOptions, WorkingOptions
-from .._record_text import Embedded, checked_text, embedded_text
+from .._record_text import Embedded, checked_text, embedded_text, embedded_vectors
 from .._records import Alias, Digest, Edge, Episode, Fact, MemoryContext, Turn, shared_kind
 from .._scope import checked_context, scope
 from .._secrets import Redactor
@@ -32,7 +33,7 @@ from .._text import encodable_values
 from ._session_log import SessionLog
 from ._working_tier import WorkingTier
 
-__all__ = ["Tiers", "checked_context", "embedded_text", "scope"]
+__all__ = ["Tiers", "checked_context", "embedded_text", "embedded_vectors", "scope"]
 
 T = TypeVar("T")
 _CACHE_SIZE = 4096
@@ -92,7 +93,7 @@ class Tiers:
         """Upsert (or, for a fresh turn, insert) records with the vectors of their embedded text."""
         if records:
             write = self.store.insert if new else self.store.upsert
-            write(table, list(records), self.embed([embedded_text(r) for r in records]))
+            write(table, list(records), embedded_vectors(records, self.embed))
 
     def owners(self) -> list[tuple[str, str]]:
         """(namespace, user_id) of everyone with facts, working memory or episodes: users and shared scopes."""

@@ -24,7 +24,8 @@ from tiermem import (
     create_memory_capability,
 )
 from tiermem.memory._cli._main import main as cli_main
-from tiermem.memory._record_text import EMBED_RECIPE, changed_since, embedded_text, own_voice
+from tiermem.memory._index import REPLY_VECTOR
+from tiermem.memory._record_text import EMBED_RECIPE, changed_since, embedded_text, own_voice, turn_sides
 from tiermem.memory._store import recipe_of, stored_meta
 from tiermem.memory._store._meta import RECIPE
 
@@ -101,10 +102,10 @@ def _turn(seq: int, *messages: Message) -> Turn:
 
 
 def test_a_turn_is_embedded_without_role_labels_but_with_speaker_names() -> None:
-    turn = _turn(1, Message(role="user", content="I keep bees."), Message(role="assistant", content="How many?"))
+    turn = _turn(1, Message(role="user", content="I keep bees."), Message(role="user", content="Two hives."))
     named = _turn(2, Message(role="user", name="Jon", content="I opened a studio."))
-    assert embedded_text(turn) == "I keep bees.\nHow many?"
-    assert turn.text == "user: I keep bees.\nassistant: How many?"  # what is shown and searched by words
+    assert embedded_text(turn) == "I keep bees.\nTwo hives."
+    assert turn.text == "user: I keep bees.\nuser: Two hives."  # what is shown and searched by words
     assert embedded_text(named) == "Jon: I opened a studio."
 
 
@@ -149,42 +150,57 @@ def test_reembed_moves_a_store_to_this_recipe_with_its_embedder(
     ("recipe", "expected"),
     [
         ("1", (Turn, WorkingEntry, Episode, Fact, Digest)),
-        ("2", (WorkingEntry, Episode, Fact, Digest)),
+        ("2", (WorkingEntry, Episode, Fact, Digest, Turn)),
+        ("3", (Turn,)),
         (str(EMBED_RECIPE), ()),
         ("0", None),
-        ("7", None),
+        ("9", None),
         ("x", None),
     ],
-    ids=["recipe-1", "recipe-2-not-turns", "current-nothing", "unknown-older-all", "newer-all", "unreadable-all"],
+    ids=[
+        "recipe-1",
+        "recipe-2",
+        "recipe-3-only-turns",
+        "current-nothing",
+        "unknown-older-all",
+        "newer-all",
+        "unreadable-all",
+    ],
 )
 def test_what_each_recipe_changed_is_known(recipe: str, expected: tuple[type, ...] | None) -> None:
     assert changed_since(recipe) == expected
 
 
-def test_reembed_from_recipe_2_leaves_the_turns_it_did_not_change(
+def test_reembed_from_recipe_3_gives_turns_a_vector_per_side_and_leaves_the_facts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _store(tmp_path)
     store = Store(path, embedder_id=EMBEDDER.id, dimensions=EMBEDDER.dimensions)
     facts = create_memory_capability(store=path, embedder=EMBEDDER).tiers.facts(CTX)
-    store.upsert("facts", facts, EMBEDDER.embed([f"The user: {f.text}" for f in facts]))  # another recipe's text
-    turns = [_turn(seq, Message(role="user", content=text)) for seq, text in [(1, "I keep bees."), (2, "Two hives.")]]
-    kept = EMBEDDER.embed([f"stale {t.text}" for t in turns])  # not what any recipe makes: must survive
-    store.upsert("turns", turns, kept)
-    _set_recipe(path, "2")
+    kept = EMBEDDER.embed([f"stale {f.text}" for f in facts])  # not what any recipe makes: must survive
+    store.upsert("facts", facts, kept)
+    turns = [
+        _turn(1, Message(role="user", content="I keep bees."), Message(role="assistant", content="How many hives?")),
+        _turn(2, Message(role="user", content="Two hives.")),
+    ]
+    store.upsert("turns", turns, EMBEDDER.embed([t.text for t in turns]))
+    lancedb.connect(path).open_table("turns").drop_columns([REPLY_VECTOR])  # as recipe 3 made the table
+    _set_recipe(path, "3")
 
     command = ["reembed", "--store", path, "--embedder", "hashing", "--embedder-dimensions", "64"]
     assert cli_main(command) == 0
     out = capsys.readouterr().out
-    assert f"embedding recipe 2 -> {EMBED_RECIPE}; only Digest, Episode, Fact, WorkingEntry records changed" in out
-    assert f"done, {len(facts)} records re-embedded" in out
+    assert f"embedding recipe 3 -> {EMBED_RECIPE}; only Turn records changed" in out
+    assert f"done, {len(turns)} records re-embedded" in out
 
     table = Store(path, embedder_id=EMBEDDER.id, dimensions=EMBEDDER.dimensions)
+    turn_rows = {r["id"]: r for r in table.table("turns").to_arrow().to_pylist()}
+    sides = {t.id: EMBEDDER.embed(list(turn_sides(t))) for t in turns}
+    for turn in turns:
+        stored = [turn_rows[turn.id]["vector"], turn_rows[turn.id][REPLY_VECTOR]]
+        np.testing.assert_allclose(stored, sides[turn.id], rtol=0, atol=1e-6)
     fact_rows = {r["id"]: r["vector"] for r in table.table("facts").to_arrow().to_pylist()}
-    fresh = EMBEDDER.embed([embedded_text(f) for f in facts])
-    np.testing.assert_allclose([fact_rows[f.id] for f in facts], fresh, rtol=0, atol=1e-6)
-    turn_rows = {r["id"]: r["vector"] for r in table.table("turns").to_arrow().to_pylist()}
-    np.testing.assert_allclose([turn_rows[t.id] for t in turns], kept, rtol=0, atol=1e-6)
+    np.testing.assert_allclose([fact_rows[f.id] for f in facts], kept, rtol=0, atol=1e-6)
     assert stored_meta(path)[RECIPE] == str(EMBED_RECIPE)
 
 
