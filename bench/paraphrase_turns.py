@@ -165,9 +165,13 @@ def run(
         vectors = embedder.embed(said)
         hits = {name: {1: 0, 3: 0, 10: 0} for name in ("tiermem", "dense")}
         missed = []
+        timings: list[float] = []
         for i in idx:
             cue = pairs[i]["cue"]
-            found = _ranked(asyncio.run(mem.recall(ctx, cue, limit=10)), turn_of)
+            t = time.perf_counter()
+            recalled = asyncio.run(mem.recall(ctx, cue, limit=10))
+            timings.append(time.perf_counter() - t)
+            found = _ranked(recalled, turn_of)
             dense = np.argsort(-(vectors @ embedder.embed([cue])[0]), kind="stable")[:10].tolist()
             for name, order in (("tiermem", found), ("dense", dense)):
                 rank = order.index(i) if i in order else 10**6
@@ -179,6 +183,7 @@ def run(
     return {
         "turns": len(texts), "cues": len(idx), "hits": hits, "missed": missed, "unrelated": len(unrelated),
         "false_positives": returned, "ingest_s": ingest, "embedder": embedder.id,
+        "recall_ms": (1000 * float(np.median(timings)), 1000 * float(np.percentile(timings, 95))),
     }  # fmt: skip
 
 
@@ -203,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, h in out["hits"].items():
         print(f"| {name} | {h[1] / n:.2f} | {h[3] / n:.2f} | {h[10] / n:.2f} |")
     print(f"unrelated cues recalling anything: {out['false_positives']}/{out['unrelated']} (dense: all)")
+    p50, p95 = out["recall_ms"]
+    print(f"recall (query embedding included, one at a time): p50 {p50:.1f} ms, p95 {p95:.1f} ms")
     print(f"in dense's first 3, not in recall's: {len(out['missed'])} {' '.join(out['missed'])}")
     return 0
 

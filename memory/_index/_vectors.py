@@ -105,6 +105,14 @@ class VectorBlock:
         return found
 
     @cached_property
+    def scored(self) -> np.ndarray:
+        """The vectors a search scores: ``(rows, d)``, or ``(rows, 2, d)`` while some row's two sides differ
+        (a log of the user's words alone holds each vector twice and is scored once)."""
+        if self.matrix.ndim == 3 and not np.any(self.matrix[:, 0] != self.matrix[:, 1]):
+            return self.matrix[:, 0]
+        return self.matrix
+
+    @cached_property
     def vector_bytes(self) -> int:
         """The vectors, serialised records, filter columns and room for the filter masks kept."""
         rows = len(self.matrix)
@@ -249,11 +257,11 @@ def top_k(block: VectorBlock, vector: np.ndarray, keep: np.ndarray, limit: int) 
     if count == 0:
         return []
     # Score every row in place rather than copying the kept rows out (a copy is the matrix again).
-    if block.matrix.ndim == 3:  # a vector per side: a row scores its better side
-        sides = block.matrix.shape[1]
-        scores = similarities(block.matrix.reshape(-1, block.matrix.shape[-1]), vector).reshape(-1, sides).max(axis=1)
+    matrix = block.scored
+    if matrix.ndim == 3:  # a vector per side: a row scores its better side
+        scores = similarities(matrix.reshape(-1, matrix.shape[-1]), vector).reshape(len(matrix), -1).max(axis=1)
     else:
-        scores = similarities(block.matrix, vector)
+        scores = similarities(matrix, vector)
     if count < len(scores):
         scores[~keep] = -np.inf
     limit = min(limit, count)

@@ -101,6 +101,20 @@ def test_a_turn_is_stored_with_a_vector_per_side_and_searched_by_the_better(tmp_
     assert {h.vector.shape for h in store.text_search("turns", "risotto", WHERE, limit=2)} == {(2, 64)}
 
 
+def test_turns_of_one_side_are_searched_as_one_vector_each(tmp_path: Path) -> None:
+    embedder = HashingEmbedder(64)
+    cap = create_memory_capability(store=str(tmp_path / "store"), embedder=embedder, working=False)
+    said = ["I cooked a mushroom risotto once.", "I keep bees.", "Risotto needs arborio rice."]
+    cap.tiers.journal_many([_turn(n, Message(role="user", content=text)) for n, text in enumerate(said)])
+
+    query = embedder.embed(["mushroom risotto"])[0]
+    hits = cap.store.vector_search("turns", query, WHERE, limit=3)
+    expected = embedder.embed(said) @ query
+    assert [h.record.id for h in hits] == [f"turn-{n}" for n in np.argsort(-expected, kind="stable")]
+    np.testing.assert_allclose([h.score for h in hits], np.sort(expected)[::-1], rtol=0, atol=1e-5)
+    assert {h.vector.shape for h in hits} == {(2, 64)}
+
+
 def test_a_store_made_before_turns_had_two_sides_opens_and_writes_one_vector_until_reembedded(tmp_path: Path) -> None:
     embedder = HashingEmbedder(64)
     path = str(tmp_path / "store")
