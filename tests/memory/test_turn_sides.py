@@ -99,6 +99,8 @@ def test_a_turn_is_stored_with_a_vector_per_side_and_searched_by_the_better(tmp_
     assert hits[0].score == pytest.approx(1.0, abs=1e-5)
     assert [h.vector.shape for h in hits] == [(2, 64)] * 2
     assert {h.vector.shape for h in store.text_search("turns", "risotto", WHERE, limit=2)} == {(2, 64)}
+    # Recall's gate counts turns, not sides: a log's replies repeat (measured, bench/RESULTS.md).
+    assert store.searched("turns", WHERE) == 2
 
 
 def test_turns_of_one_side_are_searched_as_one_vector_each(tmp_path: Path) -> None:
@@ -113,6 +115,7 @@ def test_turns_of_one_side_are_searched_as_one_vector_each(tmp_path: Path) -> No
     assert [h.record.id for h in hits] == [f"turn-{n}" for n in np.argsort(-expected, kind="stable")]
     np.testing.assert_allclose([h.score for h in hits], np.sort(expected)[::-1], rtol=0, atol=1e-5)
     assert {h.vector.shape for h in hits} == {(2, 64)}
+    assert cap.store.searched("turns", WHERE) == len(said)
 
 
 def test_a_store_made_before_turns_had_two_sides_opens_and_writes_one_vector_until_reembedded(tmp_path: Path) -> None:
