@@ -204,7 +204,9 @@ def rank(
     The gate: a candidate is related when it shares an informative word with the cue, or when its
     similarity reaches ``related_similarity`` (what the best of the searched memories would reach
     were they all unrelated: :meth:`Calibration.threshold`), so the memories closest in meaning are
-    recalled without a shared word unless they are no closer than unrelated ones would be.
+    recalled without a shared word unless they are no closer than unrelated ones would be. Once
+    something is related, a memory above ``unrelated_similarity`` (what the best unrelated memory
+    typically reaches) is not demonstrably unrelated and competes too, on its relevance.
 
     A cue's words that name a subject (a name in ``aliases`` or a subject among the candidates:
     "Melanie" in "what does Melanie do to relax?") are evidence of whom, not of what: they earn the
@@ -240,7 +242,13 @@ def rank(
     # The gate: an informative word of the cue, or a similarity no unrelated memory would reach;
     # and not far behind the best candidate.
     threshold = options.min_similarity if options.min_similarity is not None else related_similarity
-    plausible = (shares_word | (sims >= threshold)) & (relevance >= options.min_relevance * relevance.max())
+    related = shares_word | (sims >= threshold)
+    if related.any() and options.min_similarity is None:
+        # The cue relates to something: a memory closer in meaning than the best unrelated one typically
+        # is (not demonstrably unrelated) competes on its relevance, rather than waiting behind every
+        # memory that shares one common word with the cue ("go" in "should I go snorkelling?").
+        related |= sims >= unrelated_similarity
+    plausible = related & (relevance >= options.min_relevance * relevance.max())
     # Soft two-stage: a turn gains part of its session's match (the right conversation first, then
     # the right line in it), the session's match being its episode's or its best turn's, whichever
     # is higher; and part of the turns either side said by someone else (an answer replies to the turn
@@ -295,10 +303,10 @@ def _closest_left(
     """After what the gates let through, the closest in meaning of the rest, unless demonstrably unrelated.
 
     Never worse than dense retrieval: a memory the cue's vector ranks high that the gates held back
-    (no shared word, short of what the best unrelated memory could reach) still comes back, after
-    every memory that passed, when the list has room and its similarity is above what the best of
-    the searched memories typically reaches when all are unrelated (the median of that maximum).
-    Only when something passed: a cue nothing relates to still recalls nothing.
+    (short of the relative gate: far behind the best candidate) still comes back, after every
+    memory that passed, when the list has room and its similarity is above what the best of the
+    searched memories typically reaches when all are unrelated (the median of that maximum). Only
+    when something passed: a cue nothing relates to still recalls nothing.
     """
     if not scored or len(scored) >= limit or not math.isfinite(unrelated_similarity):
         return []

@@ -1,8 +1,10 @@
 """Recall is never worse than dense retrieval by meaning (rank() alone, no store).
 
-The gates hold back a memory that shares no word with the cue and falls short of the similarity
-the best unrelated memory could reach; when the list has room and something else passed, the
-closest of those still come back, after everything that passed, unless their similarity is no more
+The meaning gate holds back a memory that shares no word with the cue and falls short of the
+similarity the best unrelated memory could reach, unless something else passed: then a memory above
+what unrelated memories typically reach competes on its relevance (a list of memories sharing one
+common word with the cue no longer leaves it out). What the relative gate then holds back still
+comes back when the list has room, after everything that passed, unless its similarity is no more
 than unrelated memories typically reach. A cue nothing relates to still recalls nothing.
 """
 
@@ -77,3 +79,14 @@ def test_a_full_list_takes_none() -> None:
 def test_without_a_meaning_nothing_is_added() -> None:
     ranked = rank([WEEKEND, FARM], now=NOW, options=RecallOptions(), cue=CUE, related_similarity=RELATED, limit=10)
     assert [r.id for r in ranked] == ["spent"]
+
+
+def test_memories_sharing_one_common_word_do_not_hide_the_closest_in_meaning() -> None:
+    # Ten memories sharing "spend" with the cue, far from it in meaning; the farm shares no word.
+    common = [
+        _fact(f"common-{n}", f"I spend too much on item {n}.", similarity=0.05 + n / 1000, lexical=1.0)
+        for n in range(10)
+    ]
+    ranked = _ids([*common, FARM], limit=10)
+    # Held back by the meaning gate alone, the farm still set the relative gate's bar: nothing came back.
+    assert ranked[0] == "farm"
