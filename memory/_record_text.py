@@ -105,8 +105,11 @@ def embedded_vectors(records: Sequence[Embedded], embed: Callable[[list[str]], n
         raise InvalidArgumentError("turns and other records are embedded apart: they are stored in different tables")
     if not any(turns):
         return np.asarray(embed([embedded_text(r) for r in records]))
-    matrix = np.asarray(embed([side for r in records if isinstance(r, Turn) for side in turn_sides(r)]))
-    return matrix.reshape(len(records), 2, matrix.shape[-1])
+    sides = [side for r in records if isinstance(r, Turn) for side in turn_sides(r)]
+    unique = list(dict.fromkeys(sides))  # a turn of one side, or a reply said twice, is embedded once
+    matrix = np.asarray(embed(unique))
+    at = {text: n for n, text in enumerate(unique)}
+    return matrix[[at[side] for side in sides]].reshape(len(records), 2, matrix.shape[-1])
 
 
 # "the user" where it is the subject of a clause: at the start, or after a conjunction or a clause's stop.

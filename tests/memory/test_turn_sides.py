@@ -76,6 +76,19 @@ DINNER = [
 ]  # fmt: skip
 
 
+def test_each_text_of_a_batch_is_embedded_once() -> None:
+    embedder, asked = HashingEmbedder(64), []
+
+    def embed(texts: list[str]) -> np.ndarray:
+        asked.append(texts)
+        return embedder.embed(texts)
+
+    vectors = embedded_vectors(DINNER, embed)
+    assert asked == [["Any dinner ideas?", "Try a mushroom risotto.", "I cooked a mushroom risotto once."]]
+    np.testing.assert_allclose(vectors[1, 0], vectors[1, 1], rtol=0, atol=0)  # one side, held twice
+    np.testing.assert_allclose(vectors[0], embedder.embed(["Any dinner ideas?", "Try a mushroom risotto."]))
+
+
 @pytest.mark.parametrize("cached", [True, False], ids=["cached-rows", "engine-search"])
 def test_a_turn_is_stored_with_a_vector_per_side_and_searched_by_the_better(tmp_path: Path, cached: bool) -> None:
     embedder = HashingEmbedder(64)
