@@ -49,3 +49,22 @@ def test_the_documents_bench_runs_in_its_smoke_mode(tmp_path: Path) -> None:
         assert 0 <= hit1 <= hit3 <= 1
     ingest = rows["tiermem ingest (parse, chunk, redact, embed, store)"].strip("| ").split(" | ")
     assert int(ingest[2]) > 0 and int(ingest[4]) > 0  # chunks and pages ingested
+
+
+def test_the_turns_bench_runs_each_side_of_a_turn(tmp_path: Path) -> None:
+    """bench/paraphrase_turns.py with the memory said by the assistant (``--told``), every pair as one turn, the
+    hashing embedder: the table and its counts; ``--told`` with ``--replies`` is refused."""
+    run = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    script = str(BENCH / "paraphrase_turns.py")
+    done = run_python(
+        run, script, "--told", "--size", "1", "--per-session", "50", "--embedder", "hashing", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert "129 turns, each the assistant's, 50 a session, 129 paraphrase cues" in done.stdout
+    rows = {line.split(" | ")[0].strip("| "): line for line in done.stdout.splitlines() if line.startswith("| ")}
+    for system in ("tiermem", "dense"):
+        hit1, hit3, hit10 = (float(v) for v in rows[system].strip("| ").split(" | ")[1:4])
+        assert 0 <= hit1 <= hit3 <= hit10 <= 1
+    assert "unrelated cues recalling anything:" in done.stdout and "recall (query embedding included" in done.stdout
+    refused = run_python(run, script, "--told", "--replies", cwd=tmp_path)
+    assert refused.returncode == 2 and "choose one" in refused.stderr
