@@ -20,11 +20,16 @@ the user's words then share a turn's vector with the reply's (the baseline embed
 ``--told``: the other way round, each memory is the assistant's words (said back in the second person,
 "You can't swim."), after a short prompt from a fixed pool that says nothing ("Anything else?"): the
 turn's meaning is all on the assistant's side.
+``--long``: every turn is a longer message, the memory (or filler line) said in passing among three to
+seven sentences of an everyday request drawn from a fixed pool (seeded) that say nothing of it ("Can you
+help me plan the week ahead?"): one vector of the whole message is mostly the request (the baseline
+embeds the same message).
 
 Usage (from the repo root):
     python bench/paraphrase_turns.py                 # 400 turns (every pair's memory + filler), 10 a session
     python bench/paraphrase_turns.py --replies       # the same, each turn with an assistant's reply
     python bench/paraphrase_turns.py --told          # the same, each memory the assistant's
+    python bench/paraphrase_turns.py --long          # the same, each memory in passing in a long message
     python bench/paraphrase_turns.py --size 4000 --per-session 20
 """
 
@@ -68,6 +73,33 @@ _REPLY_SENTENCES = [
     "Thanks, that helps me give better answers.", "I'll remember that for next time.",
     "Let me know how it goes.", "Anything else on your mind today?", "Okay, understood.",
 ]  # fmt: skip
+
+
+# A request's sentences that say nothing of the memory beside them: a long message mentions a fact in passing.
+_REQUEST_SENTENCES = [
+    "Can you help me plan the week ahead?", "I have a lot going on at the moment.",
+    "Let me give you some context first.", "Could you draft a short email for me afterwards?",
+    "I want to get organised before the weekend.", "Please keep the answer brief.",
+    "I was thinking about this on the way home.", "There are a few things to sort out.",
+    "My calendar is a mess right now.", "I'd like a simple checklist at the end.",
+    "Sorry for the long message.", "I'm not sure where to start.", "Any advice would be welcome.",
+    "I'll explain the rest later.", "This has been on my mind for a while.",
+    "Can you also suggest a good order to do things in?", "I only have an hour or so today.",
+    "It doesn't need to be perfect.", "I keep putting it off.", "Let's make a plan together.",
+    "Thanks in advance for the help.", "I'll check back tomorrow.", "Bullet points are fine.",
+    "I want to avoid forgetting anything important.",
+]  # fmt: skip
+
+
+def in_passing(texts: Sequence[str]) -> list[str]:
+    """Each text said in passing: among three to seven request sentences, at a seeded place."""
+    rng = random.Random(SEED + 3)
+    out = []
+    for text in texts:
+        around = rng.sample(_REQUEST_SENTENCES, rng.randint(3, 7))
+        around.insert(rng.randint(0, len(around)), text)
+        out.append(" ".join(around))
+    return out
 
 
 # Short prompts that say nothing of their own: the turn's meaning is all in the assistant's reply.
@@ -142,7 +174,12 @@ def _ranked(items: Sequence[Any], turn_of: dict[str, int]) -> list[int]:
 
 
 def run(
-    size: int, per_session: int, embedder_name: str | None, with_replies: bool = False, from_assistant: bool = False
+    size: int,
+    per_session: int,
+    embedder_name: str | None,
+    with_replies: bool = False,
+    from_assistant: bool = False,
+    long: bool = False,
 ) -> dict[str, Any]:
     embedder = resolve_embedder(embedder_name)
     pairs, unrelated, filler = paraphrase.load()
@@ -155,6 +192,8 @@ def run(
         prompts = None
         if from_assistant:
             prompts, texts = told(texts)
+        if long:
+            texts = in_passing(texts)
         turn_of = asyncio.run(_say(mem, texts, per_session, clock, answers, prompts))
         ingest = time.perf_counter() - t0
         mem.store.optimize()
@@ -196,12 +235,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--told", action="store_true", help="each memory is the assistant's, said back after a prompt saying nothing"
     )
+    parser.add_argument("--long", action="store_true", help="each memory in passing in a long message")
     args = parser.parse_args(argv)
     if args.told and args.replies:
         parser.error("--told and --replies are two conditions: choose one")
-    out = run(args.size, args.per_session, args.embedder, args.replies, args.told)
+    out = run(args.size, args.per_session, args.embedder, args.replies, args.told, args.long)
     n = out["cues"]
     replied = ", each with a reply" if args.replies else ", each the assistant's" if args.told else ""
+    replied += ", each in passing in a long message" if args.long else ""
     print(f"{out['turns']} turns{replied}, {args.per_session} a session, {n} paraphrase cues, "
           f"embedder {out['embedder']}, {cpu_name()}; ingest {out['ingest_s']:.0f}s")  # fmt: skip
     print("| system | hit@1 | hit@3 | hit@10 |\n|---|---|---|---|")

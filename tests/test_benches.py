@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.subprocesses import run_python
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
@@ -51,16 +53,22 @@ def test_the_documents_bench_runs_in_its_smoke_mode(tmp_path: Path) -> None:
     assert int(ingest[2]) > 0 and int(ingest[4]) > 0  # chunks and pages ingested
 
 
-def test_the_turns_bench_runs_each_side_of_a_turn(tmp_path: Path) -> None:
-    """bench/paraphrase_turns.py with the memory said by the assistant (``--told``), every pair as one turn, the
-    hashing embedder: the table and its counts; ``--told`` with ``--replies`` is refused."""
+@pytest.mark.parametrize(
+    ("condition", "said"),
+    [("--told", "each the assistant's"), ("--long", "each in passing in a long message")],
+    ids=["told", "long"],
+)
+def test_the_turns_bench_runs_each_condition(tmp_path: Path, condition: str, said: str) -> None:
+    """bench/paraphrase_turns.py with the memory said by the assistant (``--told``) or in passing in a long
+    message (``--long``), every pair as one turn, the hashing embedder: the table and its counts; ``--told``
+    with ``--replies`` is refused."""
     run = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
     script = str(BENCH / "paraphrase_turns.py")
     done = run_python(
-        run, script, "--told", "--size", "1", "--per-session", "50", "--embedder", "hashing", cwd=tmp_path
+        run, script, condition, "--size", "1", "--per-session", "50", "--embedder", "hashing", cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
-    assert "129 turns, each the assistant's, 50 a session, 129 paraphrase cues" in done.stdout
+    assert f"129 turns, {said}, 50 a session, 129 paraphrase cues" in done.stdout
     rows = {line.split(" | ")[0].strip("| "): line for line in done.stdout.splitlines() if line.startswith("| ")}
     for system in ("tiermem", "dense"):
         hit1, hit3, hit10 = (float(v) for v in rows[system].strip("| ").split(" | ")[1:4])

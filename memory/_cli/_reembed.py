@@ -43,7 +43,7 @@ def reembed_store(
         )
     opened = Store(store, embedder_id=made, dimensions=int(meta.get("dimensions", "0")))
 
-    def vectors(table: str, records: list[Any]) -> np.ndarray:
+    def vectors(table: str, records: list[Any]) -> np.ndarray | list[np.ndarray]:
         echo(f"  {table}: {len(records)} records")
         return embedded_vectors(records, target.embed)
 

@@ -10,22 +10,26 @@ from ._lexical import pooled_scores, query_terms
 from ._read_cache import ReadCache
 from ._rows import (
     REPLY_VECTOR,
+    SENTENCE_VECTORS,
     SPECS,
     EngineRow,
     Hit,
     TableName,
+    Vectors,
     duplicate_losers,
     fts_columns,
     per_user,
+    picked,
     records_in,
     row,
     unique,
 )
-from ._vectors import COLUMNS, VectorBlock, VectorCache, column_array, top_k
+from ._vectors import COLUMNS, VectorBlock, VectorCache, column_array, split_vectors, top_k
 
 __all__ = [
     "COLUMNS",
     "REPLY_VECTOR",
+    "SENTENCE_VECTORS",
     "SPECS",
     "CachedSearches",
     "EngineRow",
@@ -34,15 +38,18 @@ __all__ = [
     "TableName",
     "VectorBlock",
     "VectorCache",
+    "Vectors",
     "cached_searches",
     "column_array",
     "duplicate_losers",
     "fts_columns",
     "per_user",
+    "picked",
     "pooled_scores",
     "query_terms",
     "records_in",
     "row",
+    "split_vectors",
     "top_k",
     "unique",
 ]

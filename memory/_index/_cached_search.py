@@ -17,7 +17,7 @@ import numpy as np
 from .._filters import Where
 from .._records import StoredRecord
 from ._lexical import query_terms
-from ._rows import Hit
+from ._rows import Hit, Vectors
 from ._vectors import VectorBlock, top_k
 
 __all__ = ["CachedSearches", "Pool", "cached_searches"]
@@ -32,7 +32,7 @@ class Pool:
     """
 
     records: list[StoredRecord]
-    vectors: np.ndarray
+    vectors: Vectors
     lexical: np.ndarray
 
 
@@ -56,10 +56,12 @@ class CachedSearches:
         hits.update({h.record.id: h for h in text})
         at = {rid: i for i, rid in enumerate(hits)}
         scores = {h.record.id: h.score for h in text}
-        width = len(next(iter(hits.values())).vector) if hits else 0
+        shapes = {np.shape(h.vector) for h in hits.values()}
+        each = [np.asarray(h.vector, dtype=np.float32) for h in hits.values()]
         pool = Pool(
             records=[h.record for h in hits.values()],
-            vectors=np.stack([h.vector for h in hits.values()]) if hits else np.zeros((0, width), dtype=np.float32),
+            # One array where the hits' vectors are alike in shape; else (a turn's sentences) one each.
+            vectors=np.stack(each) if len(shapes) == 1 else each if hits else np.zeros((0, 0), dtype=np.float32),
             lexical=np.asarray([scores.get(rid, 0.0) for rid in hits], dtype=np.float64),
         )
         return cls(
@@ -107,7 +109,7 @@ def cached_searches(
     scores = dict(words)
     pool = Pool(
         records=block.records(rows, parse, parsed),
-        vectors=block.matrix[rows] if rows else np.zeros((0, *block.matrix.shape[1:]), dtype=block.matrix.dtype),
+        vectors=block.vectors(rows),
         lexical=np.asarray([scores.get(row, 0.0) for row in rows], dtype=np.float64),
     )
     return CachedSearches(

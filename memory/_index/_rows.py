@@ -14,17 +14,20 @@ import numpy as np
 from pydantic import BaseModel
 
 from .._records import Alias, Chunk, Digest, Document, Edge, Episode, Fact, StoredRecord, Turn, WorkingEntry
-from ._vectors import COLUMNS
+from ._vectors import COLUMNS, Vectors
 
 __all__ = [
     "REPLY_VECTOR",
+    "SENTENCE_VECTORS",
     "SPECS",
     "EngineRow",
     "Hit",
     "TableName",
+    "Vectors",
     "duplicate_losers",
     "fts_columns",
     "per_user",
+    "picked",
     "records_in",
     "row",
     "search_context",
@@ -55,6 +58,10 @@ class Spec:
 
 
 REPLY_VECTOR = "reply_vector"
+# A sided record's further vectors, one per sentence (a turn's: ``turn_sentences``), a list column; the
+# record's vectors in memory are ``(k, d)``: its sides, then these. Not named "...vector...": LanceDB takes
+# such a list column for a vector of its modal length whenever it re-reads a table's data (a purge's overwrite).
+SENTENCE_VECTORS = "sentences"
 
 
 SPECS: dict[str, Spec] = {
@@ -107,8 +114,10 @@ def row(record: StoredRecord, vector: np.ndarray | None) -> EngineRow:
         "updated_at": getattr(record, "updated_at", None) or record.created_at,
         "record": record.model_dump_json(),
     }
-    if vector is not None and vector.ndim == 2:  # a turn's two sides
+    if vector is not None and vector.ndim == 2:  # a turn's two sides, then any sentences
         out["vector"], out[REPLY_VECTOR] = vector[0], vector[1]
+        if len(vector) > 2:
+            out[SENTENCE_VECTORS] = list(vector[2:])
     elif vector is not None:
         out["vector"] = vector
     return out
@@ -129,16 +138,22 @@ def unique(ids: Sequence[str], *, last: bool) -> list[int]:
     return sorted(chosen.values())
 
 
+def picked(vectors: Vectors, at: Sequence[int]) -> Vectors:
+    """The vectors of the records at ``at``, in order, in the batch's own form."""
+    if isinstance(vectors, np.ndarray):
+        return np.asarray(vectors[list(at)], dtype=np.float32)
+    return [np.asarray(vectors[i], dtype=np.float32) for i in at]
+
+
 def per_user(
-    rows: Sequence[EngineRow], vectors: np.ndarray
-) -> dict[tuple[str, str], tuple[dict[str, list[str | None]], np.ndarray]]:
+    rows: Sequence[EngineRow], vectors: Vectors
+) -> dict[tuple[str, str], tuple[dict[str, list[str | None]], Vectors]]:
     """Written rows grouped by user, in the shape the vector cache applies."""
     grouped: dict[tuple[str, str], list[int]] = {}
     for i, r in enumerate(rows):
         grouped.setdefault((r["namespace"], r["user_id"]), []).append(i)
     return {
-        key: ({c: [rows[i][c] for i in idx] for c in COLUMNS}, np.asarray(vectors[idx], dtype=np.float32))
-        for key, idx in grouped.items()
+        key: ({c: [rows[i][c] for i in idx] for c in COLUMNS}, picked(vectors, idx)) for key, idx in grouped.items()
     }
 
 

@@ -25,7 +25,11 @@ from .._records import StoredRecord
 from ._lexical import FIELDS, LexicalIndex
 from ._products import similarities
 
-__all__ = ["COLUMNS", "VectorBlock", "VectorCache", "column_array", "top_k"]
+__all__ = ["COLUMNS", "VectorBlock", "VectorCache", "column_array", "split_vectors", "top_k"]
+
+# A batch of records' vectors: ``(n, d)``; ``(n, 2, d)`` for sided records; or one array per record,
+# a sided record's ``(k, d)`` (its sides, then its sentences).
+Vectors = np.ndarray | list[np.ndarray]
 
 COLUMNS = ("id", "session_id", "subject", "status", "record", *FIELDS)
 FILTERS = ("id", "session_id", "subject", "status")
@@ -55,6 +59,9 @@ class VectorBlock:
     version: int
     columns: dict[str, np.ndarray]
     matrix: np.ndarray  # (rows, d), or (rows, 2, d) where a row has a vector per side (a turn's)
+    # A sided row's further vectors, one per sentence (``(p, d)``), and the row each belongs to, ascending.
+    sentences: np.ndarray | None = None
+    sentence_rows: np.ndarray | None = None
     lexical: LexicalIndex | None = None
     # Set when the BM25 index would not fit the cache's budget: full-text search goes to the engine.
     lexical_refused: bool = field(default=False)
@@ -113,10 +120,31 @@ class VectorBlock:
         return self.matrix
 
     @cached_property
+    def sentence_groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """The rows that have sentences, and where each one's first sentence is (sentences are in row order)."""
+        if self.sentence_rows is None or not len(self.sentence_rows):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        rows, starts = np.unique(self.sentence_rows, return_index=True)
+        return rows, starts
+
+    def vectors(self, rows: Sequence[int]) -> Vectors:
+        """The stored vectors of ``rows``: ``matrix[rows]``, or a ``(k, d)`` array per row, its sides then its
+        sentences, where the block has sentences."""
+        if self.sentences is None or self.sentence_rows is None or not len(self.sentences):
+            return self.matrix[list(rows)] if len(rows) else np.zeros((0, *self.matrix.shape[1:]), self.matrix.dtype)
+        starts = np.searchsorted(self.sentence_rows, rows, side="left")
+        ends = np.searchsorted(self.sentence_rows, rows, side="right")
+        return [
+            np.concatenate([self.matrix[r], self.sentences[a:b]]) if b > a else self.matrix[r]
+            for r, a, b in zip(rows, starts.tolist(), ends.tolist(), strict=True)
+        ]
+
+    @cached_property
     def vector_bytes(self) -> int:
         """The vectors, serialised records, filter columns and room for the filter masks kept."""
         rows = len(self.matrix)
-        return int(self.matrix.nbytes + sum(len(r) for r in self.columns["record"]) + (64 * 4 + _MASKS) * rows)
+        held = self.matrix.nbytes + sum(a.nbytes for a in (self.sentences, self.sentence_rows) if a is not None)
+        return int(held + sum(len(r) for r in self.columns["record"]) + (64 * 4 + _MASKS) * rows)
 
     @cached_property
     def text_bytes(self) -> int:
@@ -162,10 +190,18 @@ class VectorBlock:
         keep.flags.writeable = False  # shared by the searches of this scope: none may change it
         return keep
 
-    def upsert(self, columns: Mapping[str, Sequence[str | None]], matrix: np.ndarray) -> VectorBlock:
-        """A new block with these rows replaced or appended, by id."""
+    def upsert(self, columns: Mapping[str, Sequence[str | None]], vectors: Vectors) -> VectorBlock:
+        """A new block with these rows replaced or appended, by id (``vectors`` as :meth:`vectors` gives them)."""
         incoming = {str(i): n for n, i in enumerate(columns["id"])}
         keep = np.array([i not in incoming for i in self.columns["id"]], dtype=bool)
+        matrix, sentences, sentence_rows = split_vectors(vectors, self.matrix.shape[1:])
+        if self.sentences is not None and self.sentence_rows is not None and len(self.sentences):
+            kept_rows = np.cumsum(keep) - 1  # each kept row's place in the new block
+            stays = keep[self.sentence_rows]
+            sentences = np.concatenate([self.sentences[stays], sentences])
+            sentence_rows = np.concatenate([kept_rows[self.sentence_rows[stays]], sentence_rows + int(keep.sum())])
+        else:
+            sentence_rows = sentence_rows + int(keep.sum())
         merged = {
             name: np.concatenate([self.columns[name][keep], column_array(name, columns[name])]) for name in COLUMNS
         }
@@ -174,6 +210,8 @@ class VectorBlock:
             version=self.version,
             columns=merged,
             matrix=np.vstack([self.matrix[keep], matrix]),
+            sentences=sentences if len(sentences) else None,
+            sentence_rows=sentence_rows if len(sentences) else None,
             lexical=lexical,
             lexical_refused=self.lexical_refused,
             parsed=OrderedDict((k, v) for k, v in list(self.parsed.items()) if k not in incoming),
@@ -227,7 +265,7 @@ class VectorCache:
         *,
         before: int,
         after: int,
-        rows: Mapping[tuple[str, str], tuple[Mapping[str, Sequence[str | None]], np.ndarray]] | None,
+        rows: Mapping[tuple[str, str], tuple[Mapping[str, Sequence[str | None]], Vectors]] | None,
     ) -> None:
         """After this process wrote ``rows`` (per user) moving ``table`` from ``before`` to ``after``.
 
@@ -251,6 +289,20 @@ class VectorCache:
                 del self._blocks[key]
 
 
+def split_vectors(vectors: Vectors, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A batch of stored vectors as a block holds them: the matrix (rows of ``shape``), then the sentences'
+    vectors past a row's sides and the row of each."""
+    dims = shape[-1]
+    if isinstance(vectors, np.ndarray):
+        return vectors.astype(np.float32, copy=False), np.zeros((0, dims), np.float32), np.zeros(0, np.int64)
+    sides = len(shape)  # 2: a vector per side
+    matrix = np.stack([v[:2] if sides == 2 else v for v in vectors]) if vectors else np.zeros((0, *shape), np.float32)
+    extra = [v[2:] for v in vectors] if sides == 2 else []
+    rows = np.repeat(np.arange(len(extra), dtype=np.int64), [len(e) for e in extra])
+    flat = np.concatenate(extra) if len(rows) else np.zeros((0, dims), np.float32)
+    return matrix.astype(np.float32, copy=False), flat.astype(np.float32, copy=False), rows
+
+
 def top_k(block: VectorBlock, vector: np.ndarray, keep: np.ndarray, limit: int) -> list[tuple[int, float]]:
     """The ``limit`` rows most similar to ``vector`` among ``keep``: (row, cosine), best first."""
     count = int(np.count_nonzero(keep))
@@ -262,6 +314,10 @@ def top_k(block: VectorBlock, vector: np.ndarray, keep: np.ndarray, limit: int) 
         scores = similarities(matrix.reshape(-1, matrix.shape[-1]), vector).reshape(len(matrix), -1).max(axis=1)
     else:
         scores = similarities(matrix, vector)
+    if block.sentences is not None and len(block.sentences):  # and a row with sentences at its best one
+        rows, starts = block.sentence_groups
+        best = np.maximum.reduceat(similarities(block.sentences, vector), starts)
+        scores[rows] = np.maximum(scores[rows], best)
     if count < len(scores):
         scores[~keep] = -np.inf
     limit = min(limit, count)

@@ -196,9 +196,16 @@ class Calibration:
         norm = float(np.linalg.norm(shifted))
         return (shifted / norm if norm > 0 else shifted).astype(np.float32)
 
-    def similarity(self, query: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    def similarity(self, query: np.ndarray, vectors: np.ndarray | list[np.ndarray]) -> np.ndarray:
         """Centered cosine of each row of ``vectors`` to a :meth:`query` vector; a row of a vector per side
-        (``(rows, 2, d)``, a turn's) at its better side."""
+        (``(rows, 2, d)``, a turn's) at its better side, and a list of arrays (a turn's ``(k, d)``: its sides
+        and sentences) each at its best vector."""
+        if isinstance(vectors, list):
+            if not vectors:
+                return np.zeros(0, dtype=np.float64)
+            each = [np.atleast_2d(np.asarray(v, dtype=np.float32)) for v in vectors]
+            starts = np.cumsum([0, *(len(v) for v in each[:-1])])
+            return np.asarray(np.maximum.reduceat(self.similarity(query, np.concatenate(each)), starts), np.float64)
         if np.ndim(vectors) == 3:
             stacked = np.asarray(vectors, dtype=np.float32)
             flat = self.similarity(query, stacked.reshape(-1, stacked.shape[-1]))

@@ -16,7 +16,7 @@ import pyarrow as pa
 from lancedb.table import Table as EngineTable
 
 from .._errors import StoreConflictError, StoreMismatchError
-from .._index import SPECS, TableName, records_in, row
+from .._index import SPECS, TableName, Vectors, records_in, row
 from .._record_text import EMBED_RECIPE
 from .._records import StoredRecord
 from ._creation import stamp_of
@@ -130,7 +130,7 @@ class Maintenance:
         self,
         embedder_id: str,
         dimensions: int,
-        vectors: Callable[[str, list[StoredRecord]], np.ndarray],
+        vectors: Callable[[str, list[StoredRecord]], Vectors],
         *,
         only: tuple[type, ...] | None = None,
     ) -> dict[str, int]:
@@ -150,9 +150,11 @@ class Maintenance:
             rows = [] if stored is None else stored.select(["record"]).to_pylist()
             records = records_in(name, rows)
             matrix = vectors(name, records) if records else np.zeros((0, dimensions), dtype=np.float32)
-            if matrix.shape[:1] != (len(records),) or matrix.shape[-1:] != (dimensions,):
+            widths = {np.shape(v)[-1] for v in matrix}
+            if len(matrix) != len(records) or widths - {dimensions}:
                 raise StoreMismatchError(
-                    f"re-embedding {name}: vectors of shape {matrix.shape}, not ({len(records)}, {dimensions})"
+                    f"re-embedding {name}: {len(matrix)} vectors {sorted(widths)} wide, "
+                    f"not {len(records)} of {dimensions}"
                 )
             # Carry the table's creation on: a rewrite stamped otherwise would read as a racing create's.
             made = None if stored is None else stamp_of(stored.schema.field("id").metadata)
@@ -161,8 +163,9 @@ class Maintenance:
 
             def rewrite(name: str = name, data: pa.Table = data) -> None:
                 with tables.write_lock, engine_errors(f"rewrite {name}"):
-                    tables.opened[name] = tables.db.create_table(name, data, mode="overwrite")
+                    tables.opened[name] = tables.db.create_table(name, data, schema=data.schema, mode="overwrite")
                     tables.one_sided.discard(name)  # rewritten with this code's columns
+                    tables.unsplit.discard(name)
                     tables.drop_cached(name)
                     tables.indexed.discard(name)
                     if data.num_rows:

@@ -11,11 +11,14 @@ import threading
 from collections.abc import Callable, Mapping
 
 import numpy as np
+import pyarrow as pa
 from lancedb.query import FullTextOperator, MultiMatchQuery
 
 from .._filters import Where, fts_cue
 from .._index import (
     COLUMNS,
+    REPLY_VECTOR,
+    SENTENCE_VECTORS,
     SPECS,
     CachedSearches,
     EngineRow,
@@ -62,7 +65,7 @@ class Searches:
         keep = block.mask(rest, where.isin or {}, where.ne or {})
         parse = SPECS[name].model.model_validate_json
         return [
-            Hit(record=block.record(row, parse), score=score, vector=block.matrix[row])
+            Hit(record=block.record(row, parse), score=score, vector=block.vectors([row])[0])
             for row, score in top_k(block, vector, keep, limit)
         ]
 
@@ -90,17 +93,21 @@ class Searches:
     def _load_block(self, name: str, namespace: str, user: str, version: int) -> VectorBlock:
         where = Where(eq={"namespace": namespace, "user_id": user})
         table = self._tables.table(name)
-        sides = self._tables.vector_columns(name)
-        rows = table.search().where(where.sql()).select([*COLUMNS, *sides]).limit(None).to_arrow()
+        columns = self._tables.vector_columns(name)
+        sides = [c for c in columns if c != SENTENCE_VECTORS]
+        rows = table.search().where(where.sql()).select([*COLUMNS, *columns]).limit(None).to_arrow()
         if rows.num_rows:  # (rows, d), or (rows, 2, d) with a vector per side
             per_side = [np.stack(rows.column(c).to_numpy(zero_copy_only=False)).astype(np.float32) for c in sides]
             matrix = per_side[0] if len(per_side) == 1 else np.stack(per_side, axis=1)
         else:
             matrix = np.zeros((0, *([len(sides)] if len(sides) > 1 else []), self._tables.dimensions), np.float32)
+        sentences, sentence_rows = _sentences(rows) if SENTENCE_VECTORS in columns else (None, None)
         block = VectorBlock(
             version=version,
             columns={c: column_array(c, rows.column(c).to_pylist()) for c in COLUMNS},
             matrix=matrix,
+            sentences=sentences,
+            sentence_rows=sentence_rows,
         )
         self._vectors.put((name, namespace, user), block)
         if self._vectors.peek((name, namespace, user)) is not block:  # over the budget: full-text search goes to
@@ -108,7 +115,8 @@ class Searches:
         return block
 
     def _lance_vector_search(self, name: TableName, vector: np.ndarray, where: Where, *, limit: int) -> list[Hit]:
-        """The engine's nearest rows; a record with a vector per side is searched by each, at its better."""
+        """The engine's nearest rows; a record with a vector per side (and per sentence) is searched by each, at its
+        best (the sentences' column as the engine's multivector search: its best vector)."""
         sides = self._tables.vector_columns(name)
         best: dict[str, EngineRow] = {}
         with engine_errors(f"search {name}"):
@@ -134,7 +142,7 @@ class Searches:
             keep = block.mask(_rest(where), where.isin or {}, where.ne or {})
             parse = SPECS[name].model.model_validate_json
             return [
-                Hit(record=block.record(row, parse), score=score, vector=block.matrix[row])
+                Hit(record=block.record(row, parse), score=score, vector=block.vectors([row])[0])
                 for row, score in block.words().top(query_terms(text), keep, limit)
             ]
         return self.lance_text_search(name, text, where, limit=limit)
@@ -205,9 +213,23 @@ class Searches:
         ]
 
 
-def _vector(row: EngineRow, sides: list[str]) -> object:
-    """A row's vector, or its vector per side (``(2, d)``)."""
-    return [row[c] for c in sides] if len(sides) > 1 else row["vector"]
+def _vector(row: EngineRow, columns: list[str]) -> object:
+    """A row's vector, or its vector per side then per sentence (``(k, d)``)."""
+    if len(columns) == 1:
+        return row["vector"]
+    return [row["vector"], row[REPLY_VECTOR], *(row.get(SENTENCE_VECTORS) or ())]
+
+
+def _sentences(rows: pa.Table) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The sentence vectors of a block's rows, flat, and the row of each (None when no row has any)."""
+    column = rows.column(SENTENCE_VECTORS).combine_chunks() if rows.num_rows else None
+    if column is None or column.null_count == len(column):
+        return None, None
+    counts = column.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
+    if not counts.sum():
+        return None, None
+    flat = np.stack(column.flatten().to_numpy(zero_copy_only=False)).astype(np.float32)
+    return flat, np.repeat(np.arange(len(counts), dtype=np.int64), counts)
 
 
 def _rest(where: Where) -> dict[str, str]:

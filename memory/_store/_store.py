@@ -30,7 +30,7 @@ from lancedb.table import Table as EngineTable
 from .._errors import ConfigurationError, StoreConflictError, StoreNotFoundError
 from .._filters import MAX_FILTER_VALUE, Where, sql_literal
 from .._identity import Scope
-from .._index import CachedSearches, EngineRow, Hit, TableName, VectorCache
+from .._index import CachedSearches, EngineRow, Hit, TableName, VectorCache, Vectors
 from .._records import StoredRecord
 from ._commits import CommitRetry
 from ._fences import ErasureMarks, fenced
@@ -168,7 +168,7 @@ class Store(TypedReads):
         self,
         embedder_id: str,
         dimensions: int,
-        vectors: Callable[[str, list[StoredRecord]], np.ndarray],
+        vectors: Callable[[str, list[StoredRecord]], Vectors],
         *,
         only: tuple[type, ...] | None = None,
     ) -> dict[str, int]:
@@ -199,15 +199,15 @@ class Store(TypedReads):
 
     # -- writes -----------------------------------------------------------------------------
 
-    def upsert(self, name: TableName, records: Sequence[StoredRecord], vectors: np.ndarray | None = None) -> None:
+    def upsert(self, name: TableName, records: Sequence[StoredRecord], vectors: Vectors | None = None) -> None:
         """Insert or replace records by id, in one batch (of one id given twice, the last wins)."""
         self._writes.write(name, records, vectors, mode="upsert")
 
-    def insert(self, name: TableName, records: Sequence[StoredRecord], vectors: np.ndarray | None = None) -> None:
+    def insert(self, name: TableName, records: Sequence[StoredRecord], vectors: Vectors | None = None) -> None:
         """Append records whose ids are new by construction (about 3x cheaper than an upsert)."""
         self._writes.write(name, records, vectors, mode="append")
 
-    def insert_absent(self, name: TableName, records: Sequence[StoredRecord], vectors: np.ndarray | None = None) -> int:
+    def insert_absent(self, name: TableName, records: Sequence[StoredRecord], vectors: Vectors | None = None) -> int:
         """Insert the records whose id is not in the table yet; returns how many were inserted.
 
         Rows already there are left untouched. Atomic across processes: of several inserting one new

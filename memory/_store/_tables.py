@@ -22,7 +22,7 @@ from lancedb.table import Table as EngineTable
 
 from .._errors import InvalidArgumentError, StoreConflictError, StoreMismatchError, StoreUnavailableError
 from .._filters import Where, sql_literal
-from .._index import REPLY_VECTOR, SPECS, ReadCache, VectorCache, duplicate_losers, unique
+from .._index import REPLY_VECTOR, SENTENCE_VECTORS, SPECS, ReadCache, VectorCache, duplicate_losers, unique
 from .._text import FTS_CONFIG
 from ._commits import CommitRetry, retry_conflicts
 from ._creation import GONE, Stamp, clobbered, is_settled, new_creation, settle, stamp_of, stamped
@@ -80,6 +80,8 @@ class Tables:
         # Tables of records with two sides (turns) made before they had a vector each: one vector serves
         # both until ``tiermem reembed`` rewrites them (the store's older recipe is reported).
         self.one_sided: set[str] = set()
+        # Tables of such records made before their sentences had a vector each (recipe 4): sides only.
+        self.unsplit: set[str] = set()
         self.keyed: set[str] = set()
         self.write_lock = threading.RLock()
         self.gate: Callable[[], None] = _open  # waits while a purge holds its fence (set by the store: _purge)
@@ -103,6 +105,8 @@ class Tables:
             fields.append(pa.field("vector", pa.list_(pa.float32(), self.dimensions)))
         if SPECS[name].sides and (full or name not in self.one_sided):
             fields.append(pa.field(REPLY_VECTOR, pa.list_(pa.float32(), self.dimensions)))
+        if SPECS[name].sides and (full or name not in self.one_sided | self.unsplit):
+            fields.append(pa.field(SENTENCE_VECTORS, pa.list_(pa.list_(pa.float32(), self.dimensions))))
         return pa.schema(fields)
 
     def sides(self, name: str) -> bool:
@@ -112,9 +116,15 @@ class Tables:
         self.table(name)  # opened once: its columns tell
         return name not in self.one_sided
 
+    def sentences(self, name: str) -> bool:
+        """Whether ``name``'s rows hold their sentences' vectors too (see :data:`SENTENCE_VECTORS`)."""
+        return self.sides(name) and name not in self.unsplit
+
     def vector_columns(self, name: str) -> list[str]:
         """The vector columns ``name``'s rows have."""
-        return ["vector", REPLY_VECTOR] if self.sides(name) else ["vector"]
+        if not self.sides(name):
+            return ["vector"]
+        return ["vector", REPLY_VECTOR] + ([] if name in self.unsplit else [SENTENCE_VECTORS])
 
     def retry(self, action: str, write: Callable[[], T], *, gated: bool = True) -> T:
         """``write()``, retried on lost commit races; each attempt first passes the purge fence unless not ``gated``.
@@ -165,8 +175,10 @@ class Tables:
                     table = self.retry(f"create table {name}", create, gated=False)
             schema = table.schema
         expected = set(self.schema(name, full=True).names)
-        if SPECS[name].sides and set(schema.names) == expected - {REPLY_VECTOR}:
+        if SPECS[name].sides and set(schema.names) == expected - {REPLY_VECTOR, SENTENCE_VECTORS}:
             self.one_sided.add(name)  # written before a turn's sides had a vector each
+        elif SPECS[name].sides and set(schema.names) == expected - {SENTENCE_VECTORS}:
+            self.unsplit.add(name)  # written before a turn's sentences had a vector each
         elif set(schema.names) != expected:
             raise StoreMismatchError(
                 f"table {name!r} in {self.uri!r} has columns {sorted(schema.names)}, expected "

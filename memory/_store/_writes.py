@@ -23,7 +23,7 @@ from lancedb.table import Table as EngineTable
 
 from .._errors import InvalidArgumentError, StoreMismatchError, UserErasedError
 from .._filters import Where, sql_literal
-from .._index import SPECS, TableName, per_user, row, unique
+from .._index import SPECS, TableName, Vectors, per_user, picked, row, unique
 from .._records import StoredRecord
 from ._engine_errors import engine_errors
 from ._fences import ErasureMarks
@@ -48,7 +48,7 @@ class Writes:
         self,
         name: TableName,
         records: Sequence[StoredRecord],
-        vectors: np.ndarray | None,
+        vectors: Vectors | None,
         *,
         mode: Literal["append", "upsert", "absent"],
     ) -> int:
@@ -59,17 +59,13 @@ class Writes:
         if spec.vectors:
             if vectors is None or len(vectors) != len(records):
                 raise InvalidArgumentError(f"table {name} needs one vector per record")
-            sided = vectors.ndim == 3 and spec.sides and vectors.shape[1] == 2
-            if not (vectors.ndim == 2 or sided) or vectors.shape[-1] != tables.dimensions:
-                raise StoreMismatchError(
-                    f"vectors have shape {vectors.shape}, store has {tables.dimensions} dimensions"
-                )
+            _check_shapes(vectors, sides=spec.sides, dimensions=tables.dimensions)
         for record in records:
             if not isinstance(record, spec.model):
                 raise InvalidArgumentError(f"table {name} holds {spec.model.__name__}, not {type(record).__name__}")
         keep = unique([r.id for r in records], last=mode != "absent")
         table = tables.table(name) if mode == "append" else tables.keyed_table(name)  # opened: its columns known
-        vectors = None if vectors is None else _sided(np.asarray(vectors)[keep], tables.sides(name))
+        vectors = None if vectors is None else _sided(picked(vectors, keep), tables.sides(name), tables.sentences(name))
         kept = [records[i] for i in keep]
         rows = [row(record, None if vectors is None else vectors[n]) for n, record in enumerate(kept)]
         data = pa.Table.from_pylist(rows, schema=tables.schema(name))
@@ -141,11 +137,28 @@ class Writes:
         self._maintenance.after_write(name, tables.table(name))
 
 
-def _sided(vectors: np.ndarray, sides: bool) -> np.ndarray:
-    """``vectors`` in the shape the table holds: ``(n, 2, d)`` where its rows have a vector per side (one
-    vector given serves both), else ``(n, d)`` (a table made before its sides had one: the first side's)."""
-    if sides and vectors.ndim == 2:
-        return np.stack([vectors, vectors], axis=1)
-    if not sides and vectors.ndim == 3:
-        return vectors[:, 0, :]
-    return vectors
+def _check_shapes(vectors: Vectors, *, sides: bool, dimensions: int) -> None:
+    """StoreMismatchError unless ``vectors`` is a batch a table of this kind holds (see :data:`Vectors`)."""
+    if isinstance(vectors, np.ndarray):
+        shapes = [vectors.shape[1:]]
+    else:
+        shapes = list(dict.fromkeys(np.shape(v) for v in vectors))
+    for shape in shapes:
+        fits = len(shape) == 1 or (sides and len(shape) == 2 and shape[0] >= 2)
+        if not fits or shape[-1] != dimensions or (not sides and not isinstance(vectors, np.ndarray)):
+            raise StoreMismatchError(f"vectors have shape {shape} each, store has {dimensions} dimensions")
+
+
+def _sided(vectors: Vectors, sides: bool, sentences: bool) -> Vectors:
+    """``vectors`` in the shape the table holds: a ``(k, d)`` array per record where its rows have a vector per
+    side and per sentence (one vector given serves both sides); ``(n, 2, d)`` where they have sides only;
+    else ``(n, d)`` (a table made before its sides had one: the first side's)."""
+    each = list(vectors)
+    if not each:
+        return vectors
+    if not sides:
+        return np.stack([v if v.ndim == 1 else v[0] for v in each])
+    paired = [np.stack([v, v]) if v.ndim == 1 else v for v in each]
+    if not sentences:
+        return np.stack([v[:2] for v in paired])
+    return paired

@@ -102,7 +102,7 @@ def test_the_pool_is_the_engines_hits_pooled(store: Store, where: Where, cue: st
     assert found.pool.lexical.tolist() == engine.lexical.tolist()
     assert found.pool.lexical.tolist() == [next((h.score for h in text if h.record.id == i), 0.0) for i in ids]
     assert np.array_equal(found.pool.vectors, engine.vectors)
-    assert found.pool.vectors.shape == (len(ids), DIMS)
+    assert np.shape(found.pool.vectors) == (len(ids), DIMS)
 
 
 @pytest.mark.parametrize("where", WHERES, ids=["user", "active", "subject", "ids-and-ne"])

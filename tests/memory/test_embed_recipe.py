@@ -24,7 +24,7 @@ from tiermem import (
     create_memory_capability,
 )
 from tiermem.memory._cli._main import main as cli_main
-from tiermem.memory._index import REPLY_VECTOR
+from tiermem.memory._index import REPLY_VECTOR, SENTENCE_VECTORS
 from tiermem.memory._record_text import EMBED_RECIPE, changed_since, embedded_text, own_voice, turn_sides
 from tiermem.memory._store import recipe_of, stored_meta
 from tiermem.memory._store._meta import RECIPE
@@ -184,7 +184,9 @@ def test_reembed_from_recipe_3_gives_turns_a_vector_per_side_and_leaves_the_fact
         _turn(2, Message(role="user", content="Two hives.")),
     ]
     store.upsert("turns", turns, EMBEDDER.embed([t.text for t in turns]))
-    lancedb.connect(path).open_table("turns").drop_columns([REPLY_VECTOR])  # as recipe 3 made the table
+    lancedb.connect(path).open_table("turns").drop_columns(
+        [REPLY_VECTOR, SENTENCE_VECTORS]
+    )  # as recipe 3 made the table
     _set_recipe(path, "3")
 
     command = ["reembed", "--store", path, "--embedder", "hashing", "--embedder-dimensions", "64"]

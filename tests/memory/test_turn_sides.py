@@ -20,7 +20,7 @@ import pytest
 
 from tiermem import HashingEmbedder, MemoryCapability, MemoryContext, Message, Store, Turn, create_memory_capability
 from tiermem.memory._embed._names import resolve_embedder
-from tiermem.memory._index import REPLY_VECTOR
+from tiermem.memory._index import REPLY_VECTOR, SENTENCE_VECTORS
 from tiermem.memory._record_text import embedded_text, embedded_vectors, turn_sides
 from tiermem.memory._store import Where
 
@@ -85,7 +85,7 @@ def test_each_text_of_a_batch_is_embedded_once() -> None:
 
     vectors = embedded_vectors(DINNER, embed)
     assert asked == [["Any dinner ideas?", "Try a mushroom risotto.", "I cooked a mushroom risotto once."]]
-    np.testing.assert_allclose(vectors[1, 0], vectors[1, 1], rtol=0, atol=0)  # one side, held twice
+    np.testing.assert_allclose(vectors[1][0], vectors[1][1], rtol=0, atol=0)  # one side, held twice
     np.testing.assert_allclose(vectors[0], embedder.embed(["Any dinner ideas?", "Try a mushroom risotto."]))
 
 
@@ -95,7 +95,7 @@ def test_a_turn_is_stored_with_a_vector_per_side_and_searched_by_the_better(tmp_
     path = str(tmp_path / "store")
     cap = create_memory_capability(store=path, embedder=embedder, working=False)
     assert cap.tiers.journal_many(DINNER) == 2
-    assert embedded_vectors(DINNER, embedder.embed).shape == (2, 2, embedder.dimensions)
+    assert [v.shape for v in embedded_vectors(DINNER, embedder.embed)] == [(2, embedder.dimensions)] * 2
 
     rows = {r["id"]: r for r in cap.store.table("turns").to_arrow().to_pylist()}
     np.testing.assert_allclose(
@@ -135,7 +135,8 @@ def test_a_store_made_before_turns_had_two_sides_opens_and_writes_one_vector_unt
     embedder = HashingEmbedder(64)
     path = str(tmp_path / "store")
     create_memory_capability(store=path, embedder=embedder, working=False).tiers.journal_many(DINNER[:1])
-    lancedb.connect(path).open_table("turns").drop_columns([REPLY_VECTOR])  # as a store of recipe 3 holds them
+    # As a store of recipe 3 holds them: one vector a turn.
+    lancedb.connect(path).open_table("turns").drop_columns([REPLY_VECTOR, SENTENCE_VECTORS])
 
     cap = create_memory_capability(store=path, embedder=embedder, working=False)
     assert cap.tiers.journal_many(DINNER[1:]) == 1
