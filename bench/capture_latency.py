@@ -16,6 +16,7 @@ Configurations (each ``--runs`` times, interleaved; medians of the runs' p50/p95
 Usage (from the repo root):
     python bench/capture_latency.py          # 4 sessions x 10 turns, 3 runs; writes bench/RESULTS-capture-latency.md
     python bench/capture_latency.py --quick --out -   # 1 session x 10 turns, 1 run; prints only
+    python bench/capture_latency.py --long --out -    # each user message in passing in a long request
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from _machine import cpu_name, package_version
 from capture import _turn, conversation, fake_answer
+from paraphrase_turns import in_passing
 
 from tiermem import MemoryContext, Turn, system
 from tiermem.memory._embed._names import resolve_embedder
@@ -114,7 +116,8 @@ def report(results: dict[str, list[Run]], args: argparse.Namespace, command: str
         "",
         "# Capture latency as the agent sees it",
         "",
-        f"Workload: {args.sessions} sessions x {args.turns} turns (synthetic, `bench/capture.py`'s generator), "
+        f"Workload: {args.sessions} sessions x {args.turns} turns (synthetic, `bench/capture.py`'s generator"
+        f"{'; each user message in passing among 3-7 request sentences' if args.long else ''}), "
         f"the agent's own work between turns {args.think * 1000:.0f} ms, fake LLM {args.latency * 1000:.0f} ms "
         f"per call through real litellm; embedder `{args.embedder}`; fresh LanceDB store per run; "
         f"medians of {args.runs} runs' p50/p95 (configurations interleaved run by run).",
@@ -153,6 +156,11 @@ def report(results: dict[str, list[Run]], args: argparse.Namespace, command: str
 
 async def main_async(args: argparse.Namespace) -> dict[str, list[Run]]:
     sessions = conversation(args.sessions, args.turns, seed=11)
+    if args.long:  # each user message said in passing among request sentences (what embeds a turn's sentences)
+        said = iter(in_passing([m["content"] for s in sessions for t in s for m in t if m["role"] == "user"]))
+        sessions = [
+            [[{**m, "content": next(said)} if m["role"] == "user" else m for m in t] for t in s] for s in sessions
+        ]
     results: dict[str, list[Run]] = {c: [] for c in CONFIGS}
     for _ in range(args.runs):
         for config in CONFIGS:
@@ -169,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per fake model call")
     parser.add_argument("--embedder", default="minilm-onnx")
     parser.add_argument("--quick", action="store_true", help="1 session, 1 run")
+    parser.add_argument(
+        "--long", action="store_true", help="each user message among 3-7 request sentences (paraphrase_turns --long)"
+    )
     parser.add_argument("--out", default="bench/RESULTS-capture-latency.md", help="'-' prints only")
     args = parser.parse_args(argv)
     if args.quick:

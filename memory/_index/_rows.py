@@ -41,7 +41,8 @@ EngineRow = dict[str, Any]
 
 @dataclass(frozen=True, kw_only=True)
 class Hit:
-    """A search result: the record, the engine's score and the stored vector (a turn's two: ``(2, d)``)."""
+    """A search result: the record, the engine's score and the stored vector (a turn's: its sides, then its
+    sentences, ``(k, d)``)."""
 
     record: StoredRecord
     score: float
