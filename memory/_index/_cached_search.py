@@ -56,12 +56,13 @@ class CachedSearches:
         hits.update({h.record.id: h for h in text})
         at = {rid: i for i, rid in enumerate(hits)}
         scores = {h.record.id: h.score for h in text}
-        shapes = {np.shape(h.vector) for h in hits.values()}
         each = [np.asarray(h.vector, dtype=np.float32) for h in hits.values()]
+        vectors: Vectors = each or np.zeros((0, 0), dtype=np.float32)
+        if each and len({v.shape for v in each}) == 1:  # alike in shape: one array; else (a turn's sentences) one each
+            vectors = np.stack(each)
         pool = Pool(
             records=[h.record for h in hits.values()],
-            # One array where the hits' vectors are alike in shape; else (a turn's sentences) one each.
-            vectors=np.stack(each) if len(shapes) == 1 else each if hits else np.zeros((0, 0), dtype=np.float32),
+            vectors=vectors,
             lexical=np.asarray([scores.get(rid, 0.0) for rid in hits], dtype=np.float64),
         )
         return cls(
